@@ -1,0 +1,29 @@
+# limno: every developer and CI entry point. `make help` lists them.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: help setup quickstart test lint fast clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+setup: ## create .venv and install limno with its dev dependencies (idempotent)
+	@bash scripts/setup.sh
+
+quickstart: setup ## set up, then run the quickstart on a fresh local lake (./quickstart-lake)
+	@bash scripts/quickstart.sh
+
+test: setup lint ## set up, then run ruff, mypy and the whole test suite (what CI runs)
+	$(BIN)/pytest
+
+fast: setup ## the test suite without slow, spark and kafka tests
+	$(BIN)/pytest -m "not slow and not spark and not kafka"
+
+lint: setup ## ruff and mypy
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+clean: ## remove the virtualenv, caches and the quickstart lake
+	rm -rf $(VENV) .cache quickstart-lake .pytest_cache .mypy_cache .ruff_cache

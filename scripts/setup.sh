@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Create .venv and install limno (editable) with its dev dependencies.
+# Idempotent: skips the install when pyproject.toml has not changed since the last one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-}
+if [[ -z "$PYTHON" ]]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1; then PYTHON=$candidate; break; fi
+  done
+fi
+[[ -n "$PYTHON" ]] || { echo "error: no python3.11 or python3 on PATH" >&2; exit 1; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv with $PYTHON" >&2
+  "$PYTHON" -m venv .venv
+fi
+
+stamp=.venv/.limno-setup
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  exit 0
+fi
+echo "setup: installing limno and its dependencies into .venv" >&2
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[dev]"
+echo "$want" > "$stamp"
+echo "setup: done" >&2

@@ -1,0 +1,101 @@
+"""The object store interface every backend implements.
+
+Eight operations are all the lake needs. Paths are relative to the store's root,
+use ``/`` separators, and never start with ``/``. Every write is atomic: a reader
+sees the whole new object or nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+__all__ = ["ListResult", "ObjectInfo", "Storage"]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store knows about one object without reading it."""
+
+    path: str
+    size: int
+    last_modified: dt.datetime
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """A listing: objects directly matched, and common prefixes when delimited."""
+
+    objects: list[ObjectInfo] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+
+
+class Storage(ABC):
+    """An object store: a flat namespace of immutable-by-convention blobs."""
+
+    #: the URI this store was opened from (``file:///...``, ``memory://x``, ``s3://b/p``)
+    uri: str
+
+    @abstractmethod
+    def get(self, path: str) -> bytes:
+        """The whole object. Raises NotFoundError."""
+
+    @abstractmethod
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object (clipped at its end)."""
+
+    @abstractmethod
+    def head(self, path: str) -> ObjectInfo:
+        """Metadata of the object. Raises NotFoundError."""
+
+    @abstractmethod
+    def put(self, path: str, data: bytes) -> ObjectInfo:
+        """Write (or atomically replace) the object."""
+
+    @abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> ObjectInfo:
+        """Create the object only if no object exists there. Raises AlreadyExistsError."""
+
+    @abstractmethod
+    def put_file(self, path: str, local_file: str) -> ObjectInfo:
+        """Upload a local file (atomic; large files stream instead of loading in memory)."""
+
+    @abstractmethod
+    def list(self, prefix: str = "", delimiter: str | None = None) -> ListResult:
+        """Objects under ``prefix``; with ``delimiter="/"`` one level, plus sub-prefixes.
+
+        ``prefix`` is a directory-like prefix: ``"a/b"`` lists ``a/b/...``. Results are
+        sorted by path.
+        """
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove the object. Deleting a missing object is not an error."""
+
+    @abstractmethod
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side copy (replaces ``dst``). Raises NotFoundError for ``src``."""
+
+    def exists(self, path: str) -> bool:
+        """Whether an object exists at ``path``."""
+        from limno.errors import NotFoundError
+
+        try:
+            self.head(path)
+        except NotFoundError:
+            return False
+        return True
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object under ``prefix``, recursively, sorted by path."""
+        yield from self.list(prefix).objects
+
+    def local_path(self, path: str) -> str | None:
+        """A filesystem path for the object when the store is local, else None.
+
+        Engines use it to let DuckDB or Spark read files directly.
+        """
+        return None

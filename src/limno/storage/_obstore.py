@@ -1,0 +1,206 @@
+"""Backends on obstore (Rust ``object_store``): local directory, memory and S3.
+
+obstore already gives the guarantees the lake needs: local puts write a hidden
+temporary file and rename it (create-only puts link it, which fails if the target
+exists), S3 create-only puts send ``If-None-Match: *``, and every put is atomic.
+This module only maps its errors to limno's and normalizes small differences
+(deleting a missing object, listing order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import obstore
+from obstore import exceptions as oe
+from obstore.store import LocalStore, MemoryStore, S3Store
+
+from limno.errors import (
+    AlreadyExistsError,
+    InvalidInputError,
+    LimnoError,
+    NotFoundError,
+    PreconditionFailedError,
+    StorageError,
+)
+from limno.storage._base import ListResult, ObjectInfo, Storage
+
+__all__ = ["ObStorage", "local_storage", "memory_storage", "s3_storage"]
+
+T = TypeVar("T")
+
+
+def _call(path: str, fn: Callable[[], T]) -> T:
+    """Run an obstore call, translating its errors into limno's tree."""
+    try:
+        return fn()
+    except LimnoError:
+        raise
+    except (oe.NotFoundError, FileNotFoundError) as e:
+        raise NotFoundError(f"object not found: {path}") from e
+    except oe.AlreadyExistsError as e:
+        raise AlreadyExistsError(f"object already exists: {path}") from e
+    except oe.PreconditionError as e:
+        raise PreconditionFailedError(f"precondition failed: {path}") from e
+    except oe.InvalidPathError as e:
+        raise InvalidInputError(f"invalid object path: {path!r}") from e
+    except (oe.BaseError, OSError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise StorageError(f"storage error on {path}: {first}") from e
+
+
+def _info(meta: Any) -> ObjectInfo:
+    return ObjectInfo(
+        path=meta["path"],
+        size=int(meta["size"]),
+        last_modified=meta["last_modified"],
+        etag=meta.get("e_tag"),
+    )
+
+
+class ObStorage(Storage):
+    """A :class:`Storage` over any obstore store."""
+
+    def __init__(self, store: Any, uri: str, root: str | None = None) -> None:
+        self._store = store
+        self.uri = uri
+        self._root = root
+
+    def _check(self, path: str) -> str:
+        if not path or path.startswith("/") or "//" in path or path.endswith("/"):
+            raise InvalidInputError(f"invalid object path: {path!r}")
+        if any(part in (".", "..") for part in path.split("/")):
+            raise InvalidInputError(f"invalid object path: {path!r}")
+        return path
+
+    def get(self, path: str) -> bytes:
+        self._check(path)
+        return _call(path, lambda: bytes(obstore.get(self._store, path).bytes()))
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        self._check(path)
+        if start < 0 or end < start:
+            raise InvalidInputError(f"invalid range [{start}, {end}) for {path}")
+        if end == start:
+            return b""
+        size = self.head(path).size
+        end = min(end, size)
+        if start >= end:
+            return b""
+        return _call(
+            path, lambda: bytes(obstore.get_range(self._store, path, start=start, end=end))
+        )
+
+    def head(self, path: str) -> ObjectInfo:
+        self._check(path)
+        return _call(path, lambda: _info(obstore.head(self._store, path)))
+
+    def put(self, path: str, data: bytes) -> ObjectInfo:
+        self._check(path)
+        _call(path, lambda: obstore.put(self._store, path, data, use_multipart=False))
+        return self.head(path)
+
+    def put_if_absent(self, path: str, data: bytes) -> ObjectInfo:
+        self._check(path)
+        _call(
+            path,
+            lambda: obstore.put(self._store, path, data, mode="create", use_multipart=False),
+        )
+        return self.head(path)
+
+    def put_file(self, path: str, local_file: str) -> ObjectInfo:
+        self._check(path)
+        _call(path, lambda: obstore.put(self._store, path, Path(local_file)))
+        return self.head(path)
+
+    def list(self, prefix: str = "", delimiter: str | None = None) -> ListResult:
+        prefix = prefix.strip("/")
+        if delimiter not in (None, "/"):
+            raise InvalidInputError(f"unsupported delimiter {delimiter!r} (only '/')")
+        if delimiter == "/":
+            res = _call(
+                prefix or "/",
+                lambda: obstore.list_with_delimiter(self._store, prefix or None),
+            )
+            objects = sorted((_info(m) for m in res["objects"]), key=lambda o: o.path)
+            prefixes = sorted(p.rstrip("/") + "/" for p in res["common_prefixes"])
+            return ListResult(objects, prefixes)
+        return ListResult(list(self.walk(prefix)))
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        prefix = prefix.strip("/")
+        batches = _call(prefix or "/", lambda: list(obstore.list(self._store, prefix or None)))
+        yield from sorted((_info(m) for batch in batches for m in batch), key=lambda o: o.path)
+
+    def delete(self, path: str) -> None:
+        self._check(path)
+        with contextlib.suppress(NotFoundError):
+            _call(path, lambda: obstore.delete(self._store, path))
+
+    def copy(self, src: str, dst: str) -> None:
+        self._check(src)
+        self._check(dst)
+        _call(src, lambda: obstore.copy(self._store, src, dst))
+
+    def local_path(self, path: str) -> str | None:
+        if self._root is None:
+            return None
+        return os.path.join(self._root, *path.split("/"))
+
+    def __repr__(self) -> str:
+        return f"<Storage {self.uri}>"
+
+
+def local_storage(root: str, create: bool = False) -> ObStorage:
+    """A directory on the local filesystem (made when ``create``, else it must exist)."""
+    root = os.path.abspath(os.path.expanduser(root))
+    if create:
+        os.makedirs(root, exist_ok=True)
+    elif not os.path.isdir(root):
+        raise NotFoundError(f"no such directory: {root}")
+    return ObStorage(LocalStore(root), Path(root).as_uri(), root=root)
+
+
+_memory: dict[str, ObStorage] = {}
+_memory_lock = threading.Lock()
+
+
+def memory_storage(name: str = "") -> ObStorage:
+    """A process-local in-memory store; the same name gives the same store."""
+    with _memory_lock:
+        if name not in _memory:
+            _memory[name] = ObStorage(MemoryStore(), f"memory://{name}")
+        return _memory[name]
+
+
+def s3_storage(bucket: str, prefix: str = "") -> ObStorage:
+    """An S3 (or S3-compatible) bucket, configured from the usual ``AWS_*`` variables.
+
+    ``AWS_ENDPOINT_URL`` selects another endpoint (path-style requests are then used,
+    and plain ``http://`` is allowed); credentials and region come from
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_REGION``.
+    """
+    config: dict[str, Any] = {}
+    client_options: dict[str, Any] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        config["endpoint"] = endpoint
+        config["virtual_hosted_style_request"] = False
+        if endpoint.startswith("http://"):
+            client_options["allow_http"] = True
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        config["region"] = region
+    store = S3Store(
+        bucket,
+        prefix=prefix.strip("/") or None,
+        config=config or None,  # type: ignore[arg-type]
+        client_options=client_options or None,  # type: ignore[arg-type]
+    )
+    uri = f"s3://{bucket}/{prefix.strip('/')}".rstrip("/")
+    return ObStorage(store, uri)
