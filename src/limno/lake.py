@@ -13,9 +13,14 @@ import json
 from collections.abc import Iterator
 
 from limno.config import lake_location
+from limno.core.versioning import Versioned
 from limno.errors import AlreadyExistsError, CorruptError, InvalidInputError, NotFoundError
 from limno.faults import Fault
 from limno.journal import JournalStore
+from limno.pools.records.keys import PoolKey
+from limno.pools.records.pool import RecordPool
+from limno.pools.records.typed_schema import TypedSchema
+from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.storage import Storage, open_storage
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "Lake"]
@@ -32,6 +37,7 @@ class Lake:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.pools_journal = JournalStore(storage, POOLS_PREFIX)
+        self.registry = PoolRegistry(storage, self.pools_journal)
 
     @property
     def uri(self) -> str:
@@ -74,13 +80,65 @@ class Lake:
         check_lake_json(storage.uri, raw)
         return cls(storage)
 
-    def verify(self) -> Iterator[Fault]:
-        """Every broken invariant of the lake, each as a :class:`Fault`."""
+    # -- pools -----------------------------------------------------------------
+    def pools(self) -> list[PoolConfig]:
+        """Every pool of the lake, by name."""
+        return self.registry.list()
+
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = 256 * 1024 * 1024,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+    ) -> RecordPool:
+        """Create a pool with branch ``main`` at an empty root commit."""
+        if kind != "records":
+            raise InvalidInputError(f"pools of kind {kind!r} are not supported yet")
+        if schema is not None and key is None:
+            key = schema.key
+        key_text = str(PoolKey.parse(key or "ts"))
+        if target_size <= 0:
+            raise InvalidInputError("target size must be positive")
+        config = self.registry.new_config(
+            name,
+            kind=kind,
+            key=key_text,
+            target_size=target_size,
+            schema=None if schema is None else schema.to_json(),
+        )
+        Versioned(self.storage, config.id).initialize(author)
+        self.registry.register(config)
+        return RecordPool(self, config)
+
+    def pool(self, name: str) -> RecordPool:
+        """An existing pool by name or id."""
+        return RecordPool(self, self.registry.find(name))
+
+    def drop_pool(self, name: str) -> PoolConfig:
+        return self.registry.drop(name)
+
+    def rename_pool(self, old: str, new: str) -> PoolConfig:
+        return self.registry.rename(old, new)
+
+    # -- checking --------------------------------------------------------------
+    def verify(self, pool: str | None = None) -> Iterator[Fault]:
+        """Every broken invariant of the lake (or of one pool), each as a :class:`Fault`."""
+        from limno.pools.records.checks import verify_pool
+
         try:
             check_lake_json(self.uri, self.storage.get(LAKE_JSON))
         except (NotFoundError, CorruptError, InvalidInputError) as e:
             yield Fault(LAKE_JSON, str(e))
-        yield from self.pools_journal.verify()
+        faults = list(self.pools_journal.verify())
+        yield from faults
+        if faults:
+            return
+        configs = [self.registry.find(pool)] if pool else self.pools()
+        for config in configs:
+            yield from verify_pool(self, config)
 
 
 def check_lake_json(uri: str, raw: bytes) -> dict[str, object]:

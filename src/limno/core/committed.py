@@ -1,0 +1,280 @@
+"""Committed snapshots: sorted maps of entries stored as content-addressed ranges.
+
+A snapshot maps entry keys (data object ids for record pools, paths for file
+pools) to JSON values. It is stored as *ranges* — runs of consecutive entries,
+each an immutable object named by the SHA-256 of its bytes — and a *metarange*
+listing the ranges with their first and last keys. Range boundaries are chosen by
+the keys themselves (an entry ends a range when its key hashes to a boundary), so
+the same entries always chunk the same way and two snapshots that differ in a few
+keys share every other range byte for byte. Applying a change therefore rewrites
+only the ranges it touches, and diffs skip ranges whose ids are equal.
+
+Layout under a pool: ``meta/ranges/<sha256>`` and ``meta/metaranges/<sha256>``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from limno.errors import CorruptError, NotFoundError
+from limno.faults import Fault
+from limno.storage import Storage
+
+__all__ = ["EMPTY", "RangeRef", "Snapshots"]
+
+Entry = tuple[str, dict[str, Any]]
+
+#: expected entries per range (a boundary every ~64 keys) and the hard cap
+BOUNDARY_MODULUS = 64
+MAX_RANGE = 512
+
+
+def _encode(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_boundary(key: str) -> bool:
+    """Whether ``key`` ends a range (a function of the key alone)."""
+    h = hashlib.blake2b(key.encode(), digest_size=4).digest()
+    return int.from_bytes(h, "big") % BOUNDARY_MODULUS == 0
+
+
+#: the id of the empty snapshot (its metarange is never stored: it is implied)
+EMPTY = _digest(_encode({"ranges": []}))
+
+
+@dataclass(frozen=True)
+class RangeRef:
+    """One range as the metarange lists it."""
+
+    id: str
+    first: str
+    last: str
+    count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "first": self.first, "last": self.last, "count": self.count}
+
+
+class _LRU:
+    """A small thread-safe cache of immutable decoded objects."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+_ranges = _LRU(8192)
+_metaranges = _LRU(256)
+
+
+class Snapshots:
+    """Reads and writes the snapshots of one pool."""
+
+    def __init__(self, storage: Storage, pool_id: str) -> None:
+        self.storage = storage
+        self.pool_id = pool_id
+
+    def _range_path(self, rid: str) -> str:
+        return f"{self.pool_id}/meta/ranges/{rid}"
+
+    def _meta_path(self, mid: str) -> str:
+        return f"{self.pool_id}/meta/metaranges/{mid}"
+
+    # -- reading -------------------------------------------------------------
+    def _load(self, path: str, expect: str) -> Any:
+        try:
+            data = self.storage.get(path)
+        except NotFoundError as e:
+            raise NotFoundError(f"snapshot object {path} is missing") from e
+        if _digest(data) != expect:
+            raise CorruptError(f"{path}: content does not match its hash")
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise CorruptError(f"{path}: not valid JSON") from e
+
+    def ranges(self, snapshot: str) -> list[RangeRef]:
+        """The metarange of a snapshot."""
+        if snapshot == EMPTY:
+            return []
+        cached = _metaranges.get(f"{self.pool_id}/{snapshot}")
+        if cached is not None:
+            return list(cached)
+        doc = self._load(self._meta_path(snapshot), snapshot)
+        refs = [RangeRef(r["id"], r["first"], r["last"], int(r["count"])) for r in doc["ranges"]]
+        _metaranges.put(f"{self.pool_id}/{snapshot}", tuple(refs))
+        return refs
+
+    def range_entries(self, rid: str) -> list[Entry]:
+        cached = _ranges.get(f"{self.pool_id}/{rid}")
+        if cached is not None:
+            return list(cached)
+        doc = self._load(self._range_path(rid), rid)
+        entries = [(k, v) for k, v in doc["entries"]]
+        _ranges.put(f"{self.pool_id}/{rid}", tuple(entries))
+        return entries
+
+    def entries(self, snapshot: str) -> Iterator[Entry]:
+        """Every entry of the snapshot, in key order."""
+        for ref in self.ranges(snapshot):
+            yield from self.range_entries(ref.id)
+
+    def read(self, snapshot: str) -> dict[str, dict[str, Any]]:
+        return dict(self.entries(snapshot))
+
+    def get(self, snapshot: str, key: str) -> dict[str, Any] | None:
+        """One entry, reading only the range that can hold it."""
+        refs = self.ranges(snapshot)
+        i = bisect.bisect_left([r.last for r in refs], key)
+        if i == len(refs) or key < refs[i].first:
+            return None
+        return dict(self.range_entries(refs[i].id)).get(key)
+
+    def count(self, snapshot: str) -> int:
+        return sum(r.count for r in self.ranges(snapshot))
+
+    # -- writing -------------------------------------------------------------
+    def _write_range(self, entries: list[Entry]) -> RangeRef:
+        data = _encode({"entries": [[k, v] for k, v in entries]})
+        rid = _digest(data)
+        path = self._range_path(rid)
+        if _ranges.get(f"{self.pool_id}/{rid}") is None and not self.storage.exists(path):
+            self.storage.put(path, data)
+        _ranges.put(f"{self.pool_id}/{rid}", tuple(entries))
+        return RangeRef(rid, entries[0][0], entries[-1][0], len(entries))
+
+    def _write_meta(self, refs: list[RangeRef]) -> str:
+        data = _encode({"ranges": [r.to_json() for r in refs]})
+        mid = _digest(data)
+        if mid == EMPTY:
+            return EMPTY
+        path = self._meta_path(mid)
+        if _metaranges.get(f"{self.pool_id}/{mid}") is None and not self.storage.exists(path):
+            self.storage.put(path, data)
+        _metaranges.put(f"{self.pool_id}/{mid}", tuple(refs))
+        return mid
+
+    def _chunk(self, entries: list[Entry], final: bool) -> tuple[list[RangeRef], list[Entry]]:
+        """Cut entries at boundaries; the unterminated tail is returned unless final."""
+        out: list[RangeRef] = []
+        start = 0
+        for i, (key, _) in enumerate(entries):
+            if is_boundary(key) or i + 1 - start >= MAX_RANGE:
+                out.append(self._write_range(entries[start : i + 1]))
+                start = i + 1
+        rest = entries[start:]
+        if final and rest:
+            out.append(self._write_range(rest))
+            rest = []
+        return out, rest
+
+    def write(self, entries: Mapping[str, dict[str, Any]]) -> str:
+        """Store a whole snapshot; returns its id."""
+        refs, _ = self._chunk(sorted(entries.items()), final=True)
+        return self._write_meta(refs)
+
+    def apply(self, base: str, changes: Mapping[str, dict[str, Any] | None]) -> str:
+        """A new snapshot: ``base`` with each key set (or removed, for None).
+
+        Only ranges that hold a changed key (plus the neighbour needed to end a
+        re-chunked run at a boundary) are read and rewritten; the rest are reused.
+        """
+        if not changes:
+            return base
+        refs = self.ranges(base)
+        if not refs:
+            return self.write({k: v for k, v in changes.items() if v is not None})
+        lasts = [r.last for r in refs]
+        by_range: dict[int, dict[str, dict[str, Any] | None]] = {}
+        for key, value in changes.items():
+            i = min(bisect.bisect_left(lasts, key), len(refs) - 1)
+            by_range.setdefault(i, {})[key] = value
+        out: list[RangeRef] = []
+        pending: list[Entry] = []
+        for i, ref in enumerate(refs):
+            if i not in by_range and not pending:
+                out.append(ref)
+                continue
+            merged = dict(self.range_entries(ref.id))
+            for key, value in by_range.get(i, {}).items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            pending.extend(sorted(merged.items()))
+            done, pending = self._chunk(pending, final=False)
+            out.extend(done)
+        tail, _ = self._chunk(pending, final=True)
+        out.extend(tail)
+        return self._write_meta(out)
+
+    # -- comparing -----------------------------------------------------------
+    def diff(
+        self, old: str, new: str
+    ) -> Iterator[tuple[str, dict[str, Any] | None, dict[str, Any] | None]]:
+        """``(key, old_value, new_value)`` for every key that differs, in key order.
+
+        Ranges present in both snapshots are skipped without being read.
+        """
+        if old == new:
+            return
+        a_refs, b_refs = self.ranges(old), self.ranges(new)
+        shared = {r.id for r in a_refs} & {r.id for r in b_refs}
+        a = dict(e for r in a_refs if r.id not in shared for e in self.range_entries(r.id))
+        b = dict(e for r in b_refs if r.id not in shared for e in self.range_entries(r.id))
+        for key in sorted(a.keys() | b.keys()):
+            va, vb = a.get(key), b.get(key)
+            if va != vb:
+                yield key, va, vb
+
+    # -- checking ------------------------------------------------------------
+    def verify(self, snapshot: str) -> Iterator[Fault]:
+        """Every range present, hashing to its id, sorted, and agreeing with the metarange."""
+        try:
+            refs = self.ranges(snapshot)
+        except (NotFoundError, CorruptError) as e:
+            yield Fault(self._meta_path(snapshot), str(e))
+            return
+        prev_last: str | None = None
+        for ref in refs:
+            path = self._range_path(ref.id)
+            try:
+                doc = self._load(path, ref.id)
+                keys = [k for k, _ in doc["entries"]]
+            except (NotFoundError, CorruptError) as e:
+                yield Fault(path, str(e))
+                continue
+            if keys != sorted(set(keys)):
+                yield Fault(path, "range entries are not strictly sorted")
+            if not keys or keys[0] != ref.first or keys[-1] != ref.last or len(keys) != ref.count:
+                yield Fault(path, "range disagrees with its metarange entry")
+            if prev_last is not None and keys and keys[0] <= prev_last:
+                yield Fault(path, "range overlaps the previous range")
+            prev_last = ref.last

@@ -1,0 +1,173 @@
+"""Refs: branches and tags of a pool, and the one resolver for ref expressions.
+
+Branches and tags live in a journal store at ``<pool-id>/branches/``, keyed
+``branch:<name>`` and ``tag:<name>`` with value ``{"commit": id}``. A branch moves
+only by compare-and-swap (the journal entry requires the old head), so reading a
+branch head is one journal open: O(1), whatever the history length. The journal's
+timestamps give ``--as-of``.
+
+A ref expression is ``name``, ``name~N`` or a commit id (or an unambiguous prefix
+of one), where ``name`` is a branch or a tag.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from limno.core.commits import CommitStore
+from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
+from limno.journal import AssertAbsent, AssertEquals, JournalStore, Put, Remove
+from limno.ksuid import is_ksuid
+from limno.storage import Storage
+
+__all__ = ["RefStore", "Resolved", "parse_pool_ref", "validate_ref_name"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+
+
+def validate_ref_name(kind: str, name: str) -> str:
+    """A branch or tag name: letters, digits, ``_ . -``; not a ``~`` expression."""
+    if not _NAME.match(name) or ".." in name:
+        raise InvalidInputError(
+            f"invalid {kind} name {name!r}: use letters, digits, '_', '.', '-' (max 128)"
+        )
+    return name
+
+
+def parse_pool_ref(text: str) -> tuple[str, str | None]:
+    """Split ``pool@ref`` into ``(pool, ref)``; ``ref`` is None when absent."""
+    pool, sep, ref = text.partition("@")
+    if sep and not ref:
+        raise InvalidInputError(f"invalid ref {text!r}: nothing after '@'")
+    return pool, (ref if sep else None)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A ref resolved to a commit; ``branch`` is set when the ref named a branch head."""
+
+    commit: str
+    branch: str | None = None
+
+
+class RefStore:
+    """Branches and tags of one pool."""
+
+    def __init__(self, storage: Storage, pool_id: str, commits: CommitStore) -> None:
+        self.journal = JournalStore(storage, f"{pool_id}/branches")
+        self.commits = commits
+
+    def create(self) -> None:
+        self.journal.create()
+
+    # -- branches ------------------------------------------------------------
+    def branch(self, name: str) -> str | None:
+        value = self.journal.get(f"branch:{name}")
+        return None if value is None else str(value["commit"])
+
+    def branches(self) -> dict[str, str]:
+        return _of_kind(self.journal.state().items, "branch")
+
+    def tags(self) -> dict[str, str]:
+        return _of_kind(self.journal.state().items, "tag")
+
+    def tag(self, name: str) -> str | None:
+        value = self.journal.get(f"tag:{name}")
+        return None if value is None else str(value["commit"])
+
+    def create_branch(self, name: str, commit: str) -> None:
+        validate_ref_name("branch", name)
+        key = f"branch:{name}"
+        if self.journal.get(key) is not None:
+            raise AlreadyExistsError(f"branch {name!r} already exists")
+        self.journal.commit([Put(key, {"commit": commit})], [AssertAbsent(key)])
+
+    def move_branch(self, name: str, expected: str, new: str) -> None:
+        """Compare-and-swap: point ``name`` at ``new`` if it still points at ``expected``.
+
+        Raises PreconditionFailedError when the branch moved meanwhile.
+        """
+        key = f"branch:{name}"
+        self.journal.commit([Put(key, {"commit": new})], [AssertEquals(key, {"commit": expected})])
+
+    def delete_branch(self, name: str) -> None:
+        if self.branch(name) is None:
+            raise NotFoundError(f"branch {name!r} not found")
+        self.journal.commit([Remove(f"branch:{name}")])
+
+    def create_tag(self, name: str, commit: str) -> None:
+        validate_ref_name("tag", name)
+        key = f"tag:{name}"
+        if self.journal.get(key) is not None:
+            raise AlreadyExistsError(f"tag {name!r} already exists (tags are immutable)")
+        self.journal.commit([Put(key, {"commit": commit})], [AssertAbsent(key)])
+
+    def delete_tag(self, name: str) -> None:
+        if self.tag(name) is None:
+            raise NotFoundError(f"tag {name!r} not found")
+        self.journal.commit([Remove(f"tag:{name}")])
+
+    def branch_as_of(self, name: str, when: dt.datetime) -> str:
+        """Where branch ``name`` pointed at time ``when``."""
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        key = f"branch:{name}"
+        found: str | None = None
+        for _, entry in self.journal.history():
+            ts = dt.datetime.fromisoformat(entry["ts"])
+            if ts > when:
+                break
+            for u in entry["updates"]:
+                if u["key"] == key:
+                    found = u["value"]["commit"] if u["op"] == "put" else None
+        if found is None:
+            raise NotFoundError(f"branch {name!r} did not exist at {when.isoformat()}")
+        return found
+
+    # -- resolution ----------------------------------------------------------
+    def resolve(self, ref: str | None, as_of: dt.datetime | None = None) -> Resolved:
+        """Resolve ``ref`` (default ``main``) to a commit."""
+        ref = ref or "main"
+        base, _, tilde = ref.partition("~")
+        steps = 0
+        if _:
+            if not tilde.isdigit():
+                raise InvalidInputError(f"invalid ref {ref!r}: '~' must be followed by a number")
+            steps = int(tilde)
+        branch_head = self.branch(base)
+        if branch_head is not None:
+            commit = self.branch_as_of(base, as_of) if as_of is not None else branch_head
+            on_branch: str | None = base if steps == 0 and as_of is None else None
+        elif as_of is not None:
+            raise InvalidInputError(f"--as-of needs a branch, and {base!r} is not one")
+        elif (tagged := self.tag(base)) is not None:
+            commit, on_branch = tagged, None
+        else:
+            commit, on_branch = self._commit_id(base), None
+        if steps:
+            commit = self.commits.first_parent(commit, steps)
+        return Resolved(commit, on_branch)
+
+    def _commit_id(self, text: str) -> str:
+        if is_ksuid(text):
+            if self.commits.exists(text):
+                return text
+            raise NotFoundError(f"no branch, tag or commit named {text!r}")
+        if len(text) >= 6:
+            matches = [c for c in self.commits.all_ids() if c.startswith(text)]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise InvalidInputError(f"commit prefix {text!r} is ambiguous")
+        raise NotFoundError(f"no branch, tag or commit named {text!r}")
+
+
+def _of_kind(items: Mapping[str, dict[str, Any]], kind: str) -> dict[str, str]:
+    prefix = f"{kind}:"
+    return {
+        k[len(prefix) :]: str(v["commit"]) for k, v in sorted(items.items()) if k.startswith(prefix)
+    }

@@ -1,0 +1,1 @@
+"""Engines: where pool data is processed (local: Arrow + DuckDB; spark: PySpark)."""

@@ -1,0 +1,1 @@
+"""Pools: named, versioned collections in a lake (records and files)."""

@@ -1,0 +1,261 @@
+"""Streaming k-way merge of tables that are each sorted by the pool key.
+
+Merge-on-read (overlapping objects of a scan) and external sorting (spilled runs of
+a large load) both need to interleave several sorted streams without holding any of
+them whole. A per-row heap would cost a Python step per record; instead the merge
+works chunk-wise with a *watermark*:
+
+* hold the current chunk of every live source;
+* the watermark is the smallest last key of those chunks: no source can produce a
+  row below it later, because every source's next chunk starts at or after its
+  current last key;
+* from every chunk take the prefix up to the watermark (a binary search over a few
+  rows), concatenate the prefixes, sort them with Arrow (stable), emit, refill.
+
+Each round exhausts at least one chunk, so the loop makes progress; memory is one
+chunk per source plus one round of output. Ties keep source order: at the watermark
+only sources up to the first one whose chunk *ends* at the watermark give their tied
+rows (that source may hold more of them in its next chunk, and later sources must
+wait for those). Keyless rows sit at the end of every sorted source and all come out
+after every keyed row, source by source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from limno.pools.records._schema import conform, unify
+from limno.pools.records.keys import PoolKey, SortKey
+
+__all__ = ["concat_unified", "descending_indices", "first_true", "merge_sorted", "reverse_table"]
+
+_descending: pa.Array = pa.array([], pa.int64())
+
+
+def descending_indices(n: int) -> pa.Array:
+    """``[n-1, ..., 1, 0]`` as an int64 array, sliced from a cached array (no Python loop)."""
+    global _descending
+    cached = _descending
+    if len(cached) < n:
+        size = max(n, 2 * len(cached), 1024)
+        ones = pa.repeat(pa.scalar(1, pa.int64()), size)
+        cached = pc.subtract(pa.scalar(size, pa.int64()), pc.cumulative_sum(ones))
+        _descending = cached
+    return cached.slice(len(cached) - n)
+
+
+def reverse_table(table: pa.Table) -> pa.Table:
+    """``table`` with its rows in reverse order."""
+    if table.num_rows <= 1:
+        return table
+    return table.take(descending_indices(table.num_rows))
+
+
+def concat_unified(tables: Sequence[pa.Table]) -> pa.Table:
+    """Concatenate tables whose schemas may differ (widened by the unification rule)."""
+    if len(tables) == 1:
+        return tables[0]
+    first = tables[0].schema
+    if all(t.schema.equals(first) for t in tables[1:]):
+        return pa.concat_tables(tables)
+    schema = unify(t.schema for t in tables)
+    return pa.concat_tables([conform(t, schema) for t in tables])
+
+
+class _Source:
+    """One input stream and the unconsumed keyed rows ``[pos, end)`` of its chunk."""
+
+    __slots__ = ("it", "table", "keys", "pos", "end", "index")
+
+    def __init__(self, it: Iterator[pa.Table], index: int) -> None:
+        self.it = it
+        self.index = index
+        self.table: pa.Table | None = None
+        self.keys: pa.Table | None = None
+        self.pos = 0
+        self.end = 0
+
+    def next_chunk(self) -> pa.Table | None:
+        for table in self.it:
+            if table.num_rows:
+                return table
+        return None
+
+
+def merge_sorted(
+    sources: Sequence[Iterable[pa.Table]], key: PoolKey, *, reverse: bool = False
+) -> Iterator[pa.Table]:
+    """Merge streams each sorted by ``key`` into one stream in global key order.
+
+    Stable: rows with equal keys come out in source order. Keyless rows (which every
+    sorted source holds at its end) come out last, source by source.
+
+    With ``reverse`` every source runs backwards (reverse key order, keyless rows
+    first) and so does the output; ties still keep source order. Feeding reversed
+    sources in reverse source order gives exactly the reverse of the forward merge,
+    which is how descending scans stream without materializing anything.
+
+    Yielded tables may have different schemas; each is unified within itself.
+    """
+    if len(sources) == 1:
+        for table in sources[0]:
+            if table.num_rows:
+                yield table
+        return
+    if not sources:
+        return
+    srcs = [_Source(iter(s), i) for i, s in enumerate(sources)]
+    if reverse:
+        yield from _keyless_prefixes(srcs, key)
+        yield from _keyed_rounds(srcs, key, reverse=True)
+    else:
+        yield from _keyed_rounds(srcs, key, reverse=False)
+        yield from _keyless_tails(srcs)
+
+
+def _load(src: _Source, table: pa.Table, key: PoolKey, reverse: bool, start: int = 0) -> None:
+    src.table = table
+    src.keys = key.key_table(table)
+    src.pos = start
+    # keyless rows have every key column null (see PoolKey.key_table)
+    keyless = src.keys.column(0).null_count
+    src.end = table.num_rows if reverse else table.num_rows - keyless
+
+
+def _keyless_prefixes(srcs: list[_Source], key: PoolKey) -> Iterator[pa.Table]:
+    """Reverse mode: emit every source's leading keyless rows, park its first keyed chunk."""
+    for src in srcs:
+        while (table := src.next_chunk()) is not None:
+            keyless = key.key_table(table).column(0).null_count
+            if keyless:
+                yield table.slice(0, keyless)
+            if keyless < table.num_rows:
+                _load(src, table, key, reverse=True, start=keyless)
+                break
+
+
+def _keyless_tails(srcs: list[_Source]) -> Iterator[pa.Table]:
+    """Forward mode: after all keyed rows, every source's remaining (keyless) rows."""
+    for src in srcs:
+        if src.table is not None and src.pos < src.table.num_rows:
+            yield src.table.slice(src.pos)
+        src.table = src.keys = None
+        while (table := src.next_chunk()) is not None:
+            yield table
+
+
+def _keyed_rounds(srcs: list[_Source], key: PoolKey, reverse: bool) -> Iterator[pa.Table]:
+    def sort_key(src: _Source, i: int) -> SortKey:
+        assert src.keys is not None
+        return key.sort_key(key.row_key(src.keys, i))
+
+    # ``before(a, b)``: ``a`` comes strictly before ``b`` in the output order
+    before: Callable[[SortKey, SortKey], bool] = (
+        (lambda a, b: b < a) if reverse else (lambda a, b: a < b)
+    )
+
+    def refill(src: _Source) -> bool:
+        """Make ``src`` hold keyed rows; False when its keyed rows are exhausted."""
+        while src.table is None or src.pos >= src.end:
+            if src.table is not None and src.end < src.table.num_rows:
+                return False  # reached the keyless tail: parked for _keyless_tails
+            table = src.next_chunk()
+            if table is None:
+                src.table = src.keys = None
+                return False
+            _load(src, table, key, reverse)
+        return True
+
+    live = [s for s in srcs if refill(s)]
+    while live:
+        if len(live) == 1:
+            yield from _drain(live[0], key, reverse, refill)
+            return
+        lasts = [sort_key(s, s.end - 1) for s in live]
+        mark = lasts[0]
+        for last in lasts[1:]:
+            if before(last, mark):
+                mark = last
+        # the first source whose chunk ends at the watermark takes its tied rows; later
+        # ones keep theirs (it may have more in its next chunk)
+        first_at_mark = next(
+            i for i, last in enumerate(lasts) if not before(mark, last) and not before(last, mark)
+        )
+        pieces: list[pa.Table] = []
+        key_pieces: list[pa.Table] = []
+        for i, src in enumerate(live):
+            if i == first_at_mark:
+                cut = src.end
+            elif i < first_at_mark:
+                cut = first_true(src.pos, src.end, _after(src, mark, sort_key, before, True))
+            else:
+                cut = first_true(src.pos, src.end, _after(src, mark, sort_key, before, False))
+            if cut > src.pos:
+                assert src.table is not None and src.keys is not None
+                pieces.append(src.table.slice(src.pos, cut - src.pos))
+                key_pieces.append(src.keys.slice(src.pos, cut - src.pos))
+                src.pos = cut
+        yield _sorted(pieces, key_pieces, key, reverse)
+        live = [s for s in live if refill(s)]
+
+
+def _after(
+    src: _Source,
+    mark: SortKey,
+    sort_key: Callable[[_Source, int], SortKey],
+    before: Callable[[SortKey, SortKey], bool],
+    inclusive: bool,
+) -> Callable[[int], bool]:
+    """Predicate: row ``j`` of ``src`` lies past the watermark (or at it, if exclusive)."""
+    if inclusive:
+        return lambda j: before(mark, sort_key(src, j))
+    return lambda j: not before(sort_key(src, j), mark)
+
+
+def _drain(
+    src: _Source, key: PoolKey, reverse: bool, refill: Callable[[_Source], bool]
+) -> Iterator[pa.Table]:
+    """The last live source: its keyed rows pass through unchanged."""
+    while True:
+        assert src.table is not None
+        yield src.table.slice(src.pos, src.end - src.pos)
+        src.pos = src.end
+        if not refill(src):
+            return
+
+
+def first_true(lo: int, hi: int, after: Callable[[int], bool]) -> int:
+    """The first index in ``[lo, hi)`` where the monotone ``after`` holds (``hi`` if none)."""
+    if hi > lo and not after(hi - 1):
+        return hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if after(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _sorted(
+    pieces: list[pa.Table], key_pieces: list[pa.Table], key: PoolKey, reverse: bool
+) -> pa.Table:
+    """Stable sort of one round's prefixes (in output order, ties in source order)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    data = concat_unified(pieces)
+    first = key_pieces[0].schema
+    if all(k.schema.equals(first) for k in key_pieces[1:]):
+        keys = pa.concat_tables(key_pieces)
+    else:
+        keys = key.key_table(data)
+    n = keys.num_rows
+    if not reverse:
+        return data.take(pc.sort_indices(keys, sort_keys=key.sort_keys()))
+    # A stable sort of the reversed rows, read backwards, is the stable reverse sort.
+    desc = descending_indices(n)
+    order = pc.sort_indices(keys.take(desc), sort_keys=key.sort_keys())
+    return data.take(pc.subtract(pa.scalar(n - 1, pa.int64()), order.take(desc)))

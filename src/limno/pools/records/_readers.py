@@ -1,0 +1,604 @@
+"""Reading user input files into Arrow record batches, for ``load`` and ``add``.
+
+Inputs come in many formats (ndjson, json, csv, tsv, parquet, arrow, avro, orc),
+plain or gzip/zstd compressed, from files or stdin, and often of no single shape.
+This module turns each into a stream of :class:`pyarrow.RecordBatch` so that a load
+of any size runs in bounded memory wherever the format allows it: text formats are
+parsed in blocks of whole lines, Parquet by row group, Arrow IPC by batch, Avro by
+block, ORC by stripe. Batches of one input may differ in schema (a pool needs none;
+:mod:`._schema` unifies them).
+
+Two promises shape the code:
+
+* Data of any shape loads. pyarrow's JSON and CSV readers infer one type per column
+  and fail when a later value disagrees. Each block is therefore parsed on its own
+  and, for JSON, a block pyarrow rejects is parsed again in Python: every value's
+  type is inferred and widened with :func:`._schema.widen` (an int and a string
+  become a string; objects of different fields become one struct). Well-typed data
+  keeps the fast path; the Python path mimics its inference (ISO 8601 strings become
+  ``timestamp[s]``, as pyarrow's JSON reader does) so results do not depend on it.
+* Bad input fails with one line that names the file, where, and why:
+  ``data.ndjson: line 3: invalid JSON (Expecting ',' delimiter)``. Text formats give
+  1-based physical line numbers, binary formats a record number or row group.
+
+Compression is recognized by magic bytes, not by name, and decompressed as a
+stream. The format comes from the caller, else the file extension (after ``.gz`` /
+``.zst``), else the first bytes of the (decompressed) content.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import json
+import os
+import re
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+import fastavro
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.json as pjson
+import pyarrow.orc as porc
+import pyarrow.parquet as pq
+import pyarrow.types as pt
+import zstandard
+
+from limno.errors import InvalidInputError
+from limno.pools.records._schema import coerce, conform, from_avro, infer_type, unify, widen
+
+__all__ = ["FORMATS", "detect_format", "read_records", "read_table"]
+
+FORMATS = ("ndjson", "json", "csv", "tsv", "parquet", "arrow", "avro", "orc")
+
+# file extension -> format
+_EXTENSIONS = {f: f for f in FORMATS} | {"jsonl": "ndjson", "ldjson": "ndjson", "tab": "tsv"}
+_EXTENSIONS |= {"pq": "parquet", "arrows": "arrow", "ipc": "arrow", "feather": "arrow"}
+_COMPRESSED_SUFFIXES = (".gz", ".gzip", ".zst", ".zstd")
+_BOM = b"\xef\xbb\xbf"
+_BLOCK = 4 << 20  # bytes of text parsed at a time (a module attribute so tests can shrink it)
+_HEAD = 64 << 10  # bytes peeked to detect compression and format
+# Blocks pyarrow.json would read differently from the Python path: it rounds integers past
+# int64 to float64, and takes a `null` line for a record of nulls (not an object: an error).
+_SLOW_JSON = re.compile(rb"\d{19}|^[ \t]*null[ \t\r]*$", re.M)
+_ZONED = r"[T ]\d\d(:?\d\d){0,2}(Z|[+-]\d\d(:?\d\d)?)$"  # an ISO 8601 time with a zone
+_JSON_WS = re.compile(r"[^ \t\r\n]")
+_Rows = list[dict[str, Any]]
+_Where = Callable[[int], str]
+_BUILD_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError, UnicodeError)
+
+
+# -- opening, decompressing, peeking ---------------------------------------------------
+class _Replay(io.RawIOBase):
+    """A byte stream that first replays bytes already read, and turns read errors of a
+    decompressor into one-line input errors."""
+
+    def __init__(self, head: bytes, rest: IO[bytes], name: str, codec: str | None) -> None:
+        self._head, self._rest, self._name, self._codec = head, rest, name, codec
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        if self._head:
+            n = min(len(view), len(self._head))
+            view[:n], self._head = self._head[:n], self._head[n:]
+            return n
+        try:
+            data = self._rest.read(len(view))
+        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+            what = f"corrupt {self._codec} data" if self._codec else "read failed"
+            raise InvalidInputError(f"{self._name}: {what} ({_reason(e)})") from None
+        view[: len(data)] = data
+        return len(data)
+
+
+def _peek(stream: IO[bytes], n: int, name: str, codec: str | None) -> tuple[bytes, IO[bytes]]:
+    """Up to ``n`` first bytes of ``stream``, and a stream that still yields them."""
+    replay = io.BufferedReader(_Replay(b"", stream, name, codec), buffer_size=1 << 20)
+    head = replay.read(n)
+    return head, io.BufferedReader(_Replay(head, replay, name, codec), buffer_size=1 << 20)
+
+
+def _open(path: str) -> tuple[str, IO[bytes], bool]:
+    if path == "-":
+        return "<stdin>", sys.stdin.buffer, False
+    try:
+        return path, open(path, "rb"), True  # noqa: SIM115 -- closed by read_records
+    except FileNotFoundError:
+        raise InvalidInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInputError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise InvalidInputError(f"{path}: cannot open ({e.strerror or e})") from None
+
+
+def _decompress(name: str, raw: IO[bytes]) -> tuple[IO[bytes], str | None]:
+    magic, stream = _peek(raw, 10, name, None)
+    if magic.startswith(b"\x1f\x8b"):
+        return cast(IO[bytes], gzip.GzipFile(fileobj=stream, mode="rb")), "gzip"
+    if magic.startswith(b"\x28\xb5\x2f\xfd"):
+        reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
+        return reader, "zstd"
+    for codec, pattern in (("bzip2", rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), ("xz", rb"\xfd7zXZ\x00")):
+        if re.match(pattern, magic):
+            raise InvalidInputError(
+                f"{name}: {codec} compression is not supported (use gzip or zstd)"
+            )
+    return stream, None
+
+
+def detect_format(name: str, head: bytes) -> str:
+    """The input format of ``name``: by extension, else by sniffing ``head``."""
+    base = os.path.basename(name).lower()
+    for suffix in _COMPRESSED_SUFFIXES:
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    _, dot, ext = base.rpartition(".")
+    if dot and ext in _EXTENSIONS:
+        return _EXTENSIONS[ext]
+    for magic, fmt in ((b"PAR1", "parquet"), (b"ARROW1", "arrow"), (b"\xff\xff\xff\xff", "arrow")):
+        if head.startswith(magic):
+            return fmt
+    if head.startswith(b"Obj\x01"):
+        return "avro"
+    if head.startswith(b"ORC"):
+        return "orc"
+    text = head.removeprefix(_BOM).lstrip()
+    if text[:1] == b"[":
+        return "json"
+    if text[:1] == b"{":
+        return "ndjson" if _first_line_is_object(text, len(head) < _HEAD) else "json"
+    if text and b"\x00" not in head and _is_utf8(head):
+        first = text.split(b"\n", 1)[0]
+        return "tsv" if b"\t" in first and b"," not in first else "csv"
+    raise InvalidInputError(
+        f"{name}: cannot detect the input format (name it: one of {', '.join(FORMATS)})"
+    )
+
+
+def _first_line_is_object(text: bytes, complete: bool) -> bool:
+    line, newline, _ = text.partition(b"\n")
+    if not newline and not complete:
+        return True  # a first line longer than the peek: only NDJSON has those
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _is_utf8(head: bytes) -> bool:
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@dataclass
+class _Input:
+    name: str  # for messages
+    stream: IO[bytes]  # decompressed content, from its first byte
+    head: bytes  # its first bytes
+    local: str | None  # the path, when the content is a plain local file (seekable)
+
+
+def read_records(
+    path: str, fmt: str | None = None, *, batch_rows: int = 65536
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of one input file (``"-"``: stdin), in bounded memory.
+
+    Batches hold at most ``batch_rows`` rows; their schemas may differ. Raises
+    :class:`InvalidInputError` (one line naming the file) for bad input, including an
+    input with no records.
+    """
+    if fmt is not None and fmt not in FORMATS:
+        raise InvalidInputError(f"unknown input format {fmt!r} (one of {', '.join(FORMATS)})")
+    path = os.fspath(path)
+    name, raw, owned = _open(path)
+    stream: IO[bytes] | None = None
+    try:
+        stream, codec = _decompress(name, raw)
+        head, stream = _peek(stream, _HEAD, name, codec)
+        if not head:
+            raise InvalidInputError(f"{name}: no records")
+        src = _Input(name, stream, head, path if owned and codec is None else None)
+        rows = 0
+        for batch in _READERS[fmt or detect_format(name, head)](src, batch_rows):
+            if batch.num_rows:
+                rows += batch.num_rows
+                yield batch
+        if rows == 0:
+            raise InvalidInputError(f"{name}: no records")
+    finally:
+        if stream is not None:
+            stream.close()
+        if owned:
+            raw.close()
+
+
+def read_table(path: str, fmt: str | None = None) -> pa.Table:
+    """All records of one input as one table, batch schemas unified by the widening rule."""
+    batches = list(read_records(path, fmt))
+    schema = unify(b.schema for b in batches)
+    return pa.concat_tables([conform(b, schema) for b in batches])
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def _split(table: pa.Table | pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    if isinstance(table, pa.RecordBatch):
+        for start in range(0, table.num_rows, batch_rows):
+            yield table.slice(start, batch_rows)
+    else:
+        yield from table.to_batches(max_chunksize=batch_rows)
+
+
+# -- text blocks -----------------------------------------------------------------------
+def _blocks(stream: IO[bytes], quote: bytes | None) -> Iterator[bytes]:
+    """The stream cut into blocks of whole lines (never inside a quoted CSV field)."""
+    carry, first = b"", True
+    while True:
+        data = stream.read(max(_BLOCK, len(carry)))
+        if first:
+            data, first = data.removeprefix(_BOM), False
+        if not data:
+            if carry:
+                yield carry
+            return
+        buf = carry + data
+        cut = _cut(buf, quote)
+        if cut:
+            yield buf[:cut]
+        carry = buf[cut:]
+
+
+def _cut(buf: bytes, quote: bytes | None) -> int:
+    end = buf.rfind(b"\n")
+    if end < 0:
+        return 0
+    if quote is None:
+        return end + 1
+    quotes = buf.count(quote, 0, end + 1)
+    while quotes % 2:  # this newline is inside a quoted field: try the one before
+        prev = buf.rfind(b"\n", 0, end)
+        if prev < 0:
+            return 0
+        quotes -= buf.count(quote, prev + 1, end + 1)
+        end = prev
+    return end + 1
+
+
+# -- JSON ------------------------------------------------------------------------------
+def _read_ndjson(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    line = 1
+    for block in _blocks(src.stream, None):
+        yield from _split(_ndjson_block(src.name, block, line), batch_rows)
+        line += block.count(b"\n")
+
+
+def _ndjson_block(name: str, block: bytes, first_line: int) -> pa.Table:
+    if not _SLOW_JSON.search(block):
+        try:
+            opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
+            return pjson.read_json(io.BytesIO(block), read_options=opts)
+        except pa.ArrowInvalid:
+            pass  # a type conflict, or bad input: the Python path tells which
+    records, lines = [], []
+    for i, raw in enumerate(block.split(b"\n")):
+        if raw.strip():
+            records.append(_json_object(name, first_line + i, raw))
+            lines.append(first_line + i)
+    return _python_table(name, records, lines)
+
+
+def _json_object(name: str, line: int, raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InvalidInputError(f"{name}: line {line}: invalid JSON ({e.msg})") from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{name}: line {line}: invalid UTF-8") from None
+    return _check_object(name, line, value)
+
+
+def _check_object(name: str, line: int, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+        kind = kinds.get(type(value), "a number")
+        raise InvalidInputError(f"{name}: line {line}: expected a JSON object, got {kind}")
+    return value
+
+
+def _read_json(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    text = src.head.removeprefix(_BOM).lstrip()
+    if text[:1] == b"{" and _first_line_is_object(text, len(src.head) < _HEAD):
+        yield from _read_ndjson(src, batch_rows)  # JSON Lines named .json: the fast path
+        return
+    # A JSON document has no record boundaries to cut blocks at: it is read whole.
+    records = list(_json_document(src.name, src.stream.read()))
+    for start in range(0, len(records), batch_rows):
+        part = records[start : start + batch_rows]
+        yield from _split(
+            _python_table(src.name, [r for _, r in part], [n for n, _ in part]), batch_rows
+        )
+
+
+def _json_document(name: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, object) of a top-level array of objects, or of objects one after another
+    (a single object, or pretty-printed ones)."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InvalidInputError(f"{name}: line {line}: invalid UTF-8") from None
+    decoder, seen, line = json.JSONDecoder(), 0, 1
+
+    def line_at(pos: int) -> int:  # positions only move forward: count newlines once
+        nonlocal seen, line
+        line, seen = line + text.count("\n", seen, pos), pos
+        return line
+
+    def skip(pos: int) -> int:
+        m = _JSON_WS.search(text, pos)
+        return m.start() if m else len(text)
+
+    def fail(pos: int, reason: str) -> InvalidInputError:
+        return InvalidInputError(f"{name}: line {line_at(pos)}: invalid JSON ({reason})")
+
+    pos = skip(0)
+    array = text.startswith("[", pos)
+    pos, first = skip(pos + 1) if array else pos, True
+    while pos < len(text):
+        if array and text[pos] == "]":
+            array, pos = False, skip(pos + 1)
+            if pos < len(text):
+                raise fail(pos, "Extra data")
+            break
+        if array and not first:
+            if text[pos] != ",":
+                raise fail(pos, "Expecting ',' delimiter")
+            pos = skip(pos + 1)
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise fail(e.pos, e.msg) from None
+        yield line_at(pos), _check_object(name, line_at(pos), value)
+        pos, first = skip(end), False
+    if array:
+        raise fail(pos, "Expecting ',' delimiter" if not first else "Expecting value")
+
+
+# -- Python-side records ------------------------------------------------------------
+def _python_table(name: str, records: list[dict[str, Any]], lines: list[int]) -> pa.Table:
+    """JSON records as a table of their widened types (the heterogeneous-input path)."""
+    typ: pa.DataType = pa.struct([])
+    for record in records:
+        t = infer_type(record)
+        if t != typ:
+            typ = widen(typ, t)
+    table = _build(name, records, typ, lambda i: f"line {lines[i]}", False)
+    return pa.Table.from_arrays(
+        [_timestamps(c.combine_chunks()) for c in table.columns], table.column_names
+    )
+
+
+def _build(name: str, rows: _Rows, typ: pa.StructType, where: _Where, direct: bool) -> pa.Table:
+    schema = pa.schema(list(typ))
+    if direct:  # the rows may already fit: skip the coercion pass
+        try:
+            return pa.Table.from_pylist(rows, schema=schema)
+        except _BUILD_ERRORS:
+            pass
+    rows = [coerce(r, typ) for r in rows]
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except _BUILD_ERRORS as e:
+        for i, row in enumerate(rows):  # find the record to blame
+            try:
+                pa.Table.from_pylist([row], schema=schema)
+            except _BUILD_ERRORS as bad:
+                raise InvalidInputError(f"{name}: {where(i)}: {_reason(bad)}") from None
+        raise InvalidInputError(f"{name}: {_reason(e)}") from None
+
+
+def _timestamps(arr: pa.Array) -> pa.Array:
+    """Strings that are all ISO 8601 times become timestamp[s], as pyarrow.json infers."""
+    t = arr.type
+    if pt.is_string(t) and arr.null_count < len(arr):
+        zoned = pc.match_substring_regex(arr, _ZONED)
+        none = pa.scalar(None, t)
+        try:
+            utc = pc.cast(pc.if_else(zoned, arr, none), pa.timestamp("s", "UTC"))
+            naive = pc.cast(pc.if_else(zoned, none, arr), pa.timestamp("s"))
+            return pc.coalesce(pc.cast(utc, pa.timestamp("s")), naive)
+        except pa.ArrowInvalid:
+            return arr
+    elif pt.is_struct(t):
+        kids = [_timestamps(arr.field(i)) for i in range(t.num_fields)]
+        if any(k.type != f.type for k, f in zip(kids, t, strict=True)):
+            fields = [pa.field(f.name, k.type) for k, f in zip(kids, t, strict=True)]
+            mask = arr.is_null() if arr.null_count else None
+            return pa.StructArray.from_arrays(kids, fields=fields, mask=mask)
+    elif pt.is_list(t):
+        values = _timestamps(arr.values)
+        if values.type != t.value_type:
+            mask = arr.is_null() if arr.null_count else None
+            return pa.ListArray.from_arrays(arr.offsets, values, mask=mask)
+    return arr
+
+
+# -- CSV / TSV -------------------------------------------------------------------------
+def _read_delimited(src: _Input, batch_rows: int, delimiter: str) -> Iterator[pa.RecordBatch]:
+    # TSV has no quoting (IANA text/tab-separated-values): a '"' there is just a character.
+    quote = '"' if delimiter == "," else None
+    parse = pcsv.ParseOptions(
+        delimiter=delimiter, quote_char=quote or False, newlines_in_values=quote is not None
+    )
+    header: list[str] | None = None
+    line = 1
+    for block in _blocks(src.stream, quote.encode() if quote else None):
+        opts = pcsv.ReadOptions(block_size=len(block) + 1, use_threads=False, column_names=header)
+        table = _csv_block(src.name, block, line, opts, parse, quote)
+        if header is None:
+            header = table.column_names
+            dup = next((n for n in header if header.count(n) > 1), None)
+            if dup is not None:
+                raise InvalidInputError(f"{src.name}: line {line}: duplicate column {dup!r}")
+        line += block.count(b"\n")
+        yield from _split(table, batch_rows)
+
+
+def _csv_block(
+    name: str,
+    block: bytes,
+    first_line: int,
+    opts: pcsv.ReadOptions,
+    parse: pcsv.ParseOptions,
+    quote: str | None,
+) -> pa.Table:
+    bad: list[Any] = []
+
+    def on_invalid(row: Any) -> str:
+        bad.append(row)
+        return "error"
+
+    parse.invalid_row_handler = on_invalid
+    try:
+        return pcsv.read_csv(io.BytesIO(block), read_options=opts, parse_options=parse)
+    except pa.ArrowInvalid as e:
+        if "Empty CSV file" in str(e):
+            return pa.table({})
+        if bad and bad[0].number is not None:
+            row = bad[0]
+            line = first_line + _record_line(block, row.number, quote)
+            what = f"expected {row.expected_columns} columns, got {row.actual_columns}"
+            raise InvalidInputError(f"{name}: line {line}: {what}") from None
+        last = first_line + block.count(b"\n") - 1
+        raise InvalidInputError(f"{name}: lines {first_line}-{last}: {_reason(e)}") from None
+
+
+def _record_line(block: bytes, number: int, quote: str | None) -> int:
+    """The 0-based physical line (in ``block``) where its ``number``-th record starts.
+
+    pyarrow numbers records from 1 and skips empty lines; a quoted field may span
+    lines.
+    """
+    records, inside = 0, False
+    for i, line in enumerate(block.split(b"\n")):
+        if not inside and line.rstrip(b"\r"):
+            records += 1
+            if records == number:
+                return i
+        if quote is not None and line.count(quote.encode()) % 2:
+            inside = not inside
+    return 0
+
+
+# -- binary formats --------------------------------------------------------------------
+def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.RecordBatch]:
+    """Parquet by row group, ORC by stripe. Both need a seekable source: the local file
+    itself, else (stdin, compressed input) the content read into memory."""
+    source = pa.OSFile(src.local) if src.local else pa.BufferReader(src.stream.read())
+    with source:
+        try:
+            f = pq.ParquetFile(source) if kind == "Parquet" else porc.ORCFile(source)
+        except (pa.ArrowException, OSError) as e:
+            raise InvalidInputError(f"{src.name}: not a valid {kind} file ({_reason(e)})") from None
+        parquet = isinstance(f, pq.ParquetFile)
+        rows = 0
+        for i in range(f.num_row_groups if parquet else f.nstripes):
+            try:
+                part = f.read_row_group(i) if parquet else f.read_stripe(i)
+            except (pa.ArrowException, OSError) as e:
+                unit = "row group" if parquet else "stripe"
+                where = f"{unit} {i} (rows from {rows + 1})"
+                raise InvalidInputError(
+                    f"{src.name}: {where}: corrupt {kind} data ({_reason(e)})"
+                ) from None
+            rows += part.num_rows
+            yield from _split(part, batch_rows)
+
+
+def _read_arrow(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    rows = 0
+    try:
+        if src.local is not None and src.head.startswith(b"ARROW1"):
+            with pa.OSFile(src.local) as f:
+                reader = pa.ipc.open_file(f)
+                for i in range(reader.num_record_batches):
+                    batch = reader.get_batch(i)
+                    yield from _split(batch, batch_rows)
+                    rows += batch.num_rows
+            return
+        if src.head.startswith(b"ARROW1"):
+            src.stream.read(8)  # the file format is the stream format after 8 magic bytes
+        for batch in pa.ipc.open_stream(src.stream):
+            yield from _split(batch, batch_rows)
+            rows += batch.num_rows
+    except (pa.ArrowException, OSError) as e:
+        what = "corrupt Arrow data" if rows else "not a valid Arrow IPC file"
+        where = f"record {rows + 1}: " if rows else ""
+        raise InvalidInputError(f"{src.name}: {where}{what} ({_reason(e)})") from None
+
+
+def _read_avro(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    try:
+        reader = fastavro.reader(src.stream)
+    except InvalidInputError:
+        raise
+    except Exception as e:
+        raise InvalidInputError(f"{src.name}: not a valid Avro file ({_reason(e)})") from None
+    typ = from_avro(reader.writer_schema)
+    if not pt.is_struct(typ):
+        raise InvalidInputError(f"{src.name}: Avro data must be records, not {typ}")
+    records: list[dict[str, Any]] = []
+    rows, values = 0, iter(reader)
+    while True:
+        try:
+            record = next(values)
+        except StopIteration:
+            break
+        except InvalidInputError:
+            raise
+        except Exception as e:
+            where = f"record {rows + len(records) + 1}"
+            raise InvalidInputError(
+                f"{src.name}: {where}: corrupt Avro data ({_reason(e)})"
+            ) from None
+        records.append(cast(dict[str, Any], record))
+        if len(records) == batch_rows:
+            yield from _avro_batches(src.name, records, typ, rows)
+            rows, records = rows + len(records), []
+    yield from _avro_batches(src.name, records, typ, rows)
+
+
+def _avro_batches(
+    name: str, records: list[dict[str, Any]], typ: pa.StructType, before: int
+) -> Iterator[pa.RecordBatch]:
+    yield from _build(
+        name, records, typ, lambda i: f"record {before + i + 1}", direct=True
+    ).to_batches()
+
+
+_READERS: dict[str, Callable[[_Input, int], Iterator[pa.RecordBatch]]] = {
+    "ndjson": _read_ndjson,
+    "json": _read_json,
+    "csv": lambda src, n: _read_delimited(src, n, ","),
+    "tsv": lambda src, n: _read_delimited(src, n, "\t"),
+    "parquet": lambda src, n: _read_columnar(src, n, "Parquet"),
+    "arrow": _read_arrow,
+    "avro": _read_avro,
+    "orc": lambda src, n: _read_columnar(src, n, "ORC"),
+}

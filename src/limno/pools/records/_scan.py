@@ -1,0 +1,482 @@
+"""Reading a snapshot in key order: range scans (merge-on-read) and point lookups.
+
+Objects of an LSM pool overlap. :func:`plan` prunes objects by their recorded key
+range and groups the rest into *clusters* of mutually overlapping objects; clusters
+do not overlap each other, so a scan streams them one after another and merges only
+within a cluster. Objects outside the plan are never opened.
+
+Inside an object only the row groups whose statistics (of the first key field) can
+hold keys in range are read, a few at a time, so a bounded scan or a lookup reads the
+footer and a row group or two. Rows are cut to ``lo <= key < hi`` (in the pool's sort
+order) by a binary search over the sorted rows, never a per-row Python loop.
+
+Keyless rows: range scans skip them; a full scan returns them after every keyed row
+(in object order). A descending scan is the exact reverse of the ascending one, so
+there keyless rows come *first*. It streams too: objects are read backwards, row
+group by row group, and merged with :func:`merge_sorted` in reverse mode.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from collections.abc import Callable, Generator, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from limno.errors import InvalidInputError
+from limno.pools.records._io import open_parquet
+from limno.pools.records._merge import concat_unified, first_true, merge_sorted, reverse_table
+from limno.pools.records.keys import PoolKey, SortKey
+from limno.pools.records.objects import DataObject, data_path
+from limno.storage import Storage
+
+__all__ = ["lookup", "plan", "scan"]
+
+Key = tuple[Any, ...]
+
+#: most row groups read at once from one object (~256K rows at 32K rows a group)
+MAX_GROUPS_PER_READ = 8
+#: ... when several objects are merged, each holds this many at most
+MAX_GROUPS_PER_MERGED_READ = 2
+
+
+def plan(
+    objects: Sequence[DataObject], key: PoolKey, lo: Key | None, hi: Key | None
+) -> list[list[DataObject]]:
+    """Objects that can hold keys in ``[lo, hi)``, as clusters in key order.
+
+    A cluster is a maximal run of objects whose key ranges overlap (touching ranges
+    count: equal keys must be merged). Within a cluster objects keep their order in
+    ``objects``, which is the tie order of a scan. A full scan (no bounds) also keeps
+    objects holding only keyless rows, as one last cluster.
+    """
+    lo_key = None if lo is None else key.sort_key(lo)
+    hi_key = None if hi is None else key.sort_key(hi)
+    if lo_key is not None and hi_key is not None and not lo_key < hi_key:
+        return []
+    picked = [i for i, o in enumerate(objects) if o.overlaps(key, lo_key, hi_key)]
+    picked.sort(key=lambda i: key.sort_key(objects[i].min_key))
+    clusters: list[list[int]] = []
+    end: SortKey | None = None
+    for i in picked:
+        first = key.sort_key(objects[i].min_key)
+        last = key.sort_key(objects[i].max_key)
+        if clusters and end is not None and not end < first:
+            clusters[-1].append(i)
+            if end < last:
+                end = last
+        else:
+            clusters.append([i])
+            end = last
+    out = [[objects[i] for i in sorted(c)] for c in clusters]
+    if lo is None and hi is None:
+        keyless = [o for o in objects if o.min_key is None and o.rows > 0]
+        if keyless:
+            out.append(keyless)
+    return out
+
+
+def scan(
+    storage: Storage,
+    pool_id: str,
+    objects: Sequence[DataObject],
+    key: PoolKey,
+    lo: Key | None = None,
+    hi: Key | None = None,
+    order: str = "asc",
+    limit: int | None = None,
+    columns: Sequence[str] | None = None,
+) -> Iterator[pa.Table]:
+    """Stream the rows of ``objects`` with ``lo <= key < hi`` in key order.
+
+    ``lo`` is inclusive and ``hi`` exclusive in the pool's sort order (so with a
+    descending field ``lo`` is the larger value); either may be a key prefix. Without
+    bounds keyless rows come after all keyed rows; with ``order="desc"`` the whole
+    output is reversed (keyless rows first). Ties keep the order of ``objects``.
+    ``limit`` stops reading once that many rows are out; ``columns`` projects (key
+    columns are still read to order rows). Yielded tables are never empty, and their
+    schemas may differ from one another: callers unify.
+    """
+    if order not in ("asc", "desc"):
+        raise InvalidInputError(f"order must be asc or desc, not {order!r}")
+    if limit is not None and limit <= 0:
+        return
+    clusters = plan(objects, key, lo, hi)
+    bounds = _Bounds(key, lo, hi)
+    cols = None if columns is None else list(columns)
+    keyless: list[_Reader] = []
+    if lo is None and hi is None:
+        position = {id(o): i for i, o in enumerate(objects)}
+        tails = sorted((o for c in clusters for o in c if o.keyless), key=lambda o: position[id(o)])
+        keyless = [_Reader(storage, pool_id, o, key, cols) for o in tails]
+    # readers of objects with keyless rows are reused: their footer is read only once
+    readers = {id(r.obj): r for r in keyless}
+
+    def reader(o: DataObject) -> _Reader:
+        return readers.get(id(o)) or _Reader(storage, pool_id, o, key, cols)
+
+    def stream() -> Generator[pa.Table, None, None]:
+        reverse = order == "desc"
+        if reverse:
+            for r in reversed(keyless):
+                yield from r.keyless_rows(reverse=True)
+        for cluster in reversed(clusters) if reverse else clusters:
+            members = [reader(o) for o in cluster if o.min_key is not None]
+            if not members:
+                continue
+            cap = MAX_GROUPS_PER_READ if len(members) == 1 else MAX_GROUPS_PER_MERGED_READ
+            if reverse:
+                members.reverse()
+            sources = [r.keyed_rows(bounds, reverse, cap) for r in members]
+            yield from merge_sorted(sources, key, reverse=reverse)
+        if not reverse:
+            for r in keyless:
+                yield from r.keyless_rows(reverse=False)
+
+    tables = stream()
+    try:
+        remaining = limit
+        for table in tables:
+            if cols is not None:
+                table = table.select([c for c in cols if c in table.column_names])
+            if remaining is not None and table.num_rows >= remaining:
+                yield table.slice(0, remaining)
+                return
+            if remaining is not None:
+                remaining -= table.num_rows
+            yield table
+    finally:
+        tables.close()
+
+
+def lookup(
+    storage: Storage,
+    pool_id: str,
+    objects: Sequence[DataObject],
+    key: PoolKey,
+    keys: Sequence[Key],
+) -> pa.Table:
+    """Every row whose full key equals one of ``keys``, in key order, then object order.
+
+    Only objects whose key range covers a wanted key are opened, and in them only the
+    row groups whose statistics cover it are read. Nothing found gives an empty table
+    with an empty schema.
+    """
+    wanted: list[SortKey] = []
+    for k in sorted(key.sort_key(tuple(k)) for k in keys):
+        if not wanted or wanted[-1] != k:
+            wanted.append(k)
+    found: list[tuple[int, int, pa.Table]] = []
+    for oi, o in enumerate(objects):
+        if o.min_key is None or o.max_key is None:
+            continue
+        a = bisect.bisect_left(wanted, key.sort_key(o.min_key))
+        b = bisect.bisect_right(wanted, key.sort_key(o.max_key))
+        if a < b:
+            reader = _Reader(storage, pool_id, o, key, None)
+            for j, rows in reader.matches(wanted[a:b]):
+                found.append((a + j, oi, rows))
+    if not found:
+        return pa.table({})
+    found.sort(key=lambda f: (f[0], f[1]))
+    return concat_unified([rows for _, _, rows in found])
+
+
+class _Bounds:
+    """``[lo, hi)`` in sort order (either end may be a key prefix, or open)."""
+
+    def __init__(self, key: PoolKey, lo: Key | None, hi: Key | None) -> None:
+        self.key = key
+        self.active = lo is not None or hi is not None
+        self.lo = None if lo is None else key.sort_key(lo)
+        self.hi = None if hi is None else key.sort_key(hi)
+
+    def may_hold(self, rng: _GroupRange | None) -> bool:
+        """Whether a row group with key range ``rng`` (None: unknown) can hold keys in bounds."""
+        if rng is None:
+            return True
+        if rng.empty:
+            return False
+        try:
+            if self.lo is not None and rng.below(self.lo):
+                return False
+            return self.hi is None or rng.first < self.hi
+        except TypeError:  # statistics of a type the bound does not compare with
+            return True
+
+    def cut(self, table: pa.Table) -> tuple[pa.Table, bool, bool]:
+        """Rows of a sorted, keyed ``table`` in bounds; whether rows fell below/above."""
+        n = table.num_rows
+        if not self.active or not n:
+            return table, False, False
+        keys = self.key.key_table(table)
+
+        def at(i: int) -> SortKey:
+            return self.key.sort_key(self.key.row_key(keys, i))
+
+        lo, hi = self.lo, self.hi
+        start = 0 if lo is None else first_true(0, n, lambda i: not at(i) < lo)
+        end = n if hi is None else first_true(start, n, lambda i: not at(i) < hi)
+        return table.slice(start, end - start), start > 0, end < n
+
+
+class _Reader:
+    """One data object opened lazily; its footer is kept for later reads."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        pool_id: str,
+        obj: DataObject,
+        key: PoolKey,
+        columns: list[str] | None,
+    ) -> None:
+        self.storage = storage
+        self.path = data_path(pool_id, obj.id)
+        self.obj = obj
+        self.key = key
+        self.columns = columns
+        self.metadata: pq.FileMetaData | None = None
+        self._ranges: list[_GroupRange | None] | None = None
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[pq.ParquetFile]:
+        pf = open_parquet(self.storage, self.path, self.obj.size or None, self.metadata)
+        try:
+            self.metadata = pf.metadata
+            yield pf
+        finally:
+            pf.close()
+
+    def _read(self, pf: pq.ParquetFile, groups: list[int]) -> pa.Table:
+        cols = None
+        if self.columns is not None:
+            names = pf.schema_arrow.names
+            wanted = [*self.columns, *(f.path[0] for f in self.key.fields)]
+            cols = [c for c in dict.fromkeys(wanted) if c in names]
+        return pf.read_row_groups(groups, columns=cols)
+
+    def _groups(self, pf: pq.ParquetFile, keyed: bool) -> tuple[list[int], list[int]]:
+        """Row groups holding keyed (or keyless) rows, and every group's first row."""
+        md = pf.metadata
+        starts, pos = [], 0
+        for g in range(md.num_row_groups):
+            starts.append(pos)
+            pos += md.row_group(g).num_rows
+        boundary = pos - self.obj.keyless
+        groups = [
+            g
+            for g in range(md.num_row_groups)
+            if md.row_group(g).num_rows
+            and (
+                (starts[g] < boundary)
+                if keyed
+                else (starts[g] + md.row_group(g).num_rows > boundary)
+            )
+        ]
+        return groups, [*starts, pos]
+
+    def keyed_rows(self, bounds: _Bounds, reverse: bool, cap: int) -> Iterator[pa.Table]:
+        """The object's keyed rows in bounds, sorted (backwards when ``reverse``)."""
+        with self._open() as pf:
+            groups, starts = self._groups(pf, keyed=True)
+            if bounds.active:
+                ranges = self._group_ranges(pf)
+                if ranges is not None:
+                    groups = [g for g in groups if bounds.may_hold(ranges[g])]
+            boundary = starts[-1] - self.obj.keyless
+            for batch in _batches(groups, reverse, cap):
+                table = self._read(pf, batch)
+                tail = starts[batch[-1] + 1] - boundary
+                if tail > 0:
+                    table = table.slice(0, table.num_rows - tail)
+                table, below, above = bounds.cut(table)
+                if table.num_rows:
+                    yield reverse_table(table) if reverse else table
+                if below if reverse else above:
+                    return
+
+    def keyless_rows(self, reverse: bool) -> Iterator[pa.Table]:
+        """The object's keyless rows (its last ``keyless`` rows), in order or reversed."""
+        with self._open() as pf:
+            groups, starts = self._groups(pf, keyed=False)
+            boundary = starts[-1] - self.obj.keyless
+            for batch in _batches(groups, reverse, MAX_GROUPS_PER_READ):
+                table = self._read(pf, batch)
+                head = boundary - starts[batch[0]]
+                if head > 0:
+                    table = table.slice(head)
+                if table.num_rows:
+                    yield reverse_table(table) if reverse else table
+
+    def matches(self, wanted: list[SortKey]) -> Iterator[tuple[int, pa.Table]]:
+        """For each wanted key (sorted) that this object holds: its index and rows."""
+        key = self.key
+        with self._open() as pf:
+            groups, starts = self._groups(pf, keyed=True)
+            ranges = self._group_ranges(pf)
+            if ranges is not None:
+                groups = [g for g in groups if _covers_any(ranges[g], wanted)]
+            if not groups:
+                return
+            table = self._read(pf, groups)
+        keys = key.key_table(table)
+        n = table.num_rows - keys.column(0).null_count
+
+        def at(i: int) -> SortKey:
+            return key.sort_key(key.row_key(keys, i))
+
+        start = 0
+        for j, w in enumerate(wanted):
+            start = first_true(start, n, partial(_not_before, at, w))
+            end = first_true(start, n, partial(_after, at, w))
+            if end > start:
+                yield j, table.slice(start, end - start)
+            start = end
+
+    def _group_ranges(self, pf: pq.ParquetFile) -> list[_GroupRange | None] | None:
+        """Per row group, its key range from Parquet statistics (None: no statistics)."""
+        if self._ranges is None:
+            self._ranges = _ranges(pf, self.key) or []
+        return self._ranges or None
+
+
+def _not_before(at: Callable[[int], SortKey], w: SortKey, i: int) -> bool:
+    return not at(i) < w
+
+
+def _after(at: Callable[[int], SortKey], w: SortKey, i: int) -> bool:
+    return w < at(i)
+
+
+def _covers_any(rng: _GroupRange | None, wanted: list[SortKey]) -> bool:
+    """Whether a row group with key range ``rng`` can hold one of the (sorted) keys."""
+    if rng is None:
+        return True
+    if rng.empty:
+        return False
+    try:
+        i = bisect.bisect_left(wanted, rng.first)
+        return i < len(wanted) and not rng.below(wanted[i])
+    except TypeError:
+        return True
+
+
+def _batches(groups: list[int], reverse: bool, cap: int) -> Iterator[list[int]]:
+    """Groups in reads of 1, 2, 4 ... ``cap`` groups: a limited scan reads little."""
+    seq = groups[::-1] if reverse else groups
+    size, i = 1, 0
+    while i < len(seq):
+        yield sorted(seq[i : i + size])
+        i += size
+        size = min(size * 2, cap)
+
+
+class _GroupRange:
+    """The keys a row group can hold, from its Parquet statistics.
+
+    Column statistics bound each field independently, which bounds the key only
+    through its leading fields: while a field is constant in the group (min == max)
+    the next one narrows the range further (``tenant = 'acme'`` then ``n`` in
+    ``[5, 900]``). ``first`` is a lower bound (a key prefix sorts before every key
+    it starts); ``upper`` is a prefix every key of the group is at most, in the
+    sense "starts with ``upper`` or sorts before it" (empty: unbounded).
+    """
+
+    __slots__ = ("empty", "first", "key", "upper")
+
+    def __init__(self, key: PoolKey, first: Key, upper: Key, empty: bool = False) -> None:
+        self.key = key
+        self.first = key.sort_key(first)
+        self.upper = upper
+        self.empty = empty
+
+    def below(self, bound: SortKey) -> bool:
+        """Whether every key of the group sorts strictly before ``bound``."""
+        assert bound.key is not None
+        m = min(len(self.upper), len(bound.key))
+        return m > 0 and self.key.sort_key(self.upper[:m]) < self.key.sort_key(bound.key[:m])
+
+
+def _ranges(pf: pq.ParquetFile, key: PoolKey) -> list[_GroupRange | None] | None:
+    """Row-group key ranges from Parquet statistics, or None when none are usable."""
+    md = pf.metadata
+    paths = {md.schema.column(i).path: i for i in range(md.num_columns)}
+    columns: list[tuple[int, bool]] = []  # (column index, floating) of leading fields
+    for field in key.fields:
+        typ = _field_type(pf.schema_arrow, field.path)
+        col = paths.get(".".join(field.path))
+        if typ is None or col is None or not _prunable(typ):
+            break
+        columns.append((col, pa.types.is_floating(typ)))
+    if not columns:
+        return None
+    out: list[_GroupRange | None] = []
+    for g in range(md.num_row_groups):
+        try:
+            out.append(_group_range(key, md.row_group(g), columns))
+        except (ValueError, TypeError, OverflowError, pa.ArrowException):
+            out.append(None)
+    return out
+
+
+def _group_range(
+    key: PoolKey, rg: pq.RowGroupMetaData, columns: list[tuple[int, bool]]
+) -> _GroupRange | None:
+    prefix: list[Any] = []
+    for (col, floating), field in zip(columns, key.fields, strict=False):
+        stats = rg.column(col).statistics
+        if stats is None or not stats.has_min_max:
+            all_null = stats is not None and stats.has_null_count and not stats.has_min_max
+            if not prefix and all_null and stats.null_count >= rg.num_rows:
+                return _GroupRange(key, (), (), empty=True)  # first field null throughout
+            break
+        low, high = stats.min, stats.max
+        if field.descending:
+            low, high = high, low
+        if floating:
+            # NaN is left out of statistics and sorts last in either direction
+            return _GroupRange(key, (*prefix, low), tuple(prefix))
+        if low != high:
+            return _GroupRange(key, (*prefix, low), (*prefix, high))
+        prefix.append(low)
+    return _GroupRange(key, tuple(prefix), tuple(prefix))
+
+
+def _field_type(schema: pa.Schema, path: tuple[str, ...]) -> pa.DataType | None:
+    if path[0] not in schema.names:
+        return None
+    typ = schema.field(path[0]).type
+    for part in path[1:]:
+        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
+            return None
+        typ = typ.field(part).type
+    return typ
+
+
+_PRUNABLE: tuple[Callable[[pa.DataType], bool], ...] = (
+    pa.types.is_integer,
+    pa.types.is_float32,
+    pa.types.is_float64,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_binary,
+    pa.types.is_large_binary,
+    pa.types.is_boolean,
+    pa.types.is_timestamp,
+    pa.types.is_date,
+    pa.types.is_time,
+    pa.types.is_decimal,
+)
+
+
+def _prunable(typ: pa.DataType) -> bool:
+    """Types whose Parquet statistics come back as Python values comparable to keys.
+
+    (Durations, for one, come back as bare integers.)
+    """
+    return any(check(typ) for check in _PRUNABLE)

@@ -1,0 +1,131 @@
+"""``verify`` for record pools: every invariant that the write path promises.
+
+- the branch journal verifies, and every branch and tag names an existing commit;
+- every reachable commit exists, is readable, and its parents exist;
+- every snapshot's ranges are present, hash to their ids and are sorted;
+- each non-merge commit's snapshot equals its parent's with its actions applied
+  (so snapshots are consistent with the commit chain);
+- every object a snapshot references exists with its recorded size, and its rows
+  are sorted by the pool key, within the recorded min/max key, with the recorded
+  row and keyless counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from limno.core.committed import EMPTY
+from limno.errors import CorruptError, LimnoError, NotFoundError
+from limno.faults import Fault
+from limno.pools.records._io import open_parquet
+from limno.pools.records.objects import DataObject, data_path
+from limno.pools.registry import PoolConfig
+from limno.pools.vacuum import expired_path
+
+if TYPE_CHECKING:
+    from limno.lake import Lake
+
+__all__ = ["check_object", "verify_pool"]
+
+
+def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
+    pool = lake.pool(config.id)
+    v = pool.versioned
+    where = f"{config.id}/branches"
+    journal_faults = list(v.refs.journal.verify())
+    yield from journal_faults
+    if journal_faults:
+        return
+    heads = {**{f"branch {n}": c for n, c in v.refs.branches().items()}}
+    heads.update({f"tag {n}": c for n, c in v.refs.tags().items()})
+    if "branch main" not in heads and not heads:
+        yield Fault(where, "pool has no branches")
+    seen: set[str] = set()
+    todo: list[str] = []
+    for label, cid in heads.items():
+        if not v.commits.exists(cid):
+            yield Fault(v.commits.path(cid), f"{label} points at a missing commit")
+        else:
+            todo.append(cid)
+    checked_objects: set[str] = set()
+    while todo:
+        cid = todo.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        try:
+            commit = v.commits.get(cid)
+        except (NotFoundError, CorruptError) as e:
+            yield Fault(v.commits.path(cid), str(e))
+            continue
+        snap_faults = list(v.snapshots.verify(commit.snapshot))
+        yield from snap_faults
+        if snap_faults:
+            continue
+        entries = v.snapshots.read(commit.snapshot)
+        if not commit.parents and commit.snapshot != EMPTY:
+            yield Fault(v.commits.path(cid), "root commit has a non-empty snapshot")
+        for p in commit.parents:
+            if not v.commits.exists(p):
+                yield Fault(v.commits.path(cid), f"parent {p} is missing")
+            else:
+                todo.append(p)
+        if len(commit.parents) == 1 and v.commits.exists(commit.parents[0]):
+            expected = dict(v.entries_at(commit.parents[0]))
+            for a in commit.actions:
+                if a.op == "add":
+                    expected[a.key] = dict(a.value)
+                else:
+                    expected.pop(a.key, None)
+            if expected != entries:
+                yield Fault(
+                    v.commits.path(cid),
+                    "snapshot does not equal the parent's snapshot with the commit's actions",
+                )
+        for oid, value in entries.items():
+            if oid in checked_objects:
+                continue
+            checked_objects.add(oid)
+            yield from check_object(lake, pool.id, DataObject.from_json(value), pool)
+
+
+def check_object(lake: Lake, pool_id: str, obj: DataObject, pool: Any) -> Iterator[Fault]:
+    """Check one data object against its recorded metadata."""
+    path = data_path(pool_id, obj.id)
+    try:
+        info = lake.storage.head(path)
+    except NotFoundError:
+        if not lake.storage.exists(expired_path(pool_id, obj.id)):
+            yield Fault(path, "referenced data object is missing")
+        return
+    if info.size != obj.size:
+        yield Fault(path, f"size {info.size} differs from the recorded {obj.size}")
+        return
+    try:
+        table = open_parquet(lake.storage, path).read()
+    except (LimnoError, pa.ArrowException, OSError) as e:
+        yield Fault(path, f"unreadable Parquet ({str(e).splitlines()[0]})")
+        return
+    if table.num_rows != obj.rows:
+        yield Fault(path, f"{table.num_rows} rows, recorded {obj.rows}")
+    key = pool.key
+    keys = key.key_table(table)
+    keyed = key.keyed_mask(table)
+    n_keyed = int(pa.compute.sum(keyed).as_py() or 0)
+    if table.num_rows - n_keyed != obj.keyless:
+        yield Fault(path, f"{table.num_rows - n_keyed} keyless rows, recorded {obj.keyless}")
+    order = key.sort_indices(table).to_pylist()
+    sorted_keys = keys.take(order) if order != sorted(order) else keys
+    if not keys.equals(sorted_keys):
+        yield Fault(path, "rows are not sorted by the pool key")
+        return
+    if n_keyed:
+        first = key.row_key(keys, 0)
+        last = key.row_key(keys, n_keyed - 1)
+        if first is None or key.sort_key(first) != key.sort_key(obj.min_key):
+            yield Fault(path, f"first key {first!r} differs from the recorded min {obj.min_key!r}")
+        if last is None or key.sort_key(last) != key.sort_key(obj.max_key):
+            yield Fault(path, f"last key {last!r} differs from the recorded max {obj.max_key!r}")

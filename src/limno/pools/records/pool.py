@@ -1,0 +1,362 @@
+"""Record pools: the Python API behind ``load``, ``scan``, ``get``, ``delete``, ``revert``...
+
+A :class:`RecordPool` binds a pool config to the versioning core. Writes put data
+objects first (sorted by the pool key, cut at the target size), then make exactly
+one commit; reads resolve a ref to a commit, take the object list of its snapshot
+and merge-on-read. Every method returns Arrow tables (or model objects); the CLI
+and the server only format them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import pyarrow as pa
+
+from limno.core.commits import Action, Commit
+from limno.core.versioning import Versioned
+from limno.errors import InvalidInputError, NotFoundError
+from limno.pools.records.keys import PoolKey
+from limno.pools.records.objects import DataObject, data_path
+from limno.pools.records.typed_schema import TypedSchema
+from limno.pools.registry import PoolConfig
+from limno.pools.vacuum import DEFAULT_GRACE, VacuumReport, expired_path, vacuum
+
+if TYPE_CHECKING:
+    from limno.lake import Lake
+
+__all__ = ["RecordPool"]
+
+#: memory used to sort a load before spilling sorted runs to disk
+SORT_MEMORY = 512 * 1024 * 1024
+
+Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
+
+
+class RecordPool:
+    """A record pool of a lake."""
+
+    def __init__(self, lake: Lake, config: PoolConfig) -> None:
+        if config.kind != "records" or not config.key:
+            raise InvalidInputError(f"pool {config.name!r} is not a record pool")
+        self.lake = lake
+        self.config = config
+        self.storage = lake.storage
+        self.key = PoolKey.parse(config.key)
+        self.versioned = Versioned(lake.storage, config.id)
+        self.schema = TypedSchema.from_json(config.schema) if config.schema else None
+        self.sort_memory = SORT_MEMORY
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    # -- reading the version graph -----------------------------------------------
+    def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
+        """The commit id a ref (default ``main``) names."""
+        return self.versioned.resolve(ref, as_of).commit
+
+    def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
+        """The data objects of a ref's snapshot, in key order of their min key."""
+        entries = self.versioned.entries_at(self.resolve(ref, as_of))
+        objs = [DataObject.from_json(v) for v in entries.values()]
+        return sorted(objs, key=lambda o: (self.key.sort_key(o.min_key), o.id))
+
+    def log(
+        self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
+    ) -> list[Commit]:
+        """Commits reachable from ``ref``, newest first."""
+        out: list[Commit] = []
+        for commit in self.versioned.commits.log([self.resolve(ref)], first_parent=first_parent):
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(commit)
+        return out
+
+    # -- reading data --------------------------------------------------------------
+    def _bounds(
+        self, objs: Sequence[DataObject], lo: Any, hi: Any
+    ) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
+        types = self.key_types(objs)
+        return self._bound(lo, types), self._bound(hi, types)
+
+    def _bound(self, value: Any, types: Sequence[pa.DataType]) -> tuple[Any, ...] | None:
+        if value is None:
+            return None
+        if isinstance(value, tuple):
+            return value
+        if isinstance(value, str):
+            return self.key.parse_bound(value, types)
+        return (value,)
+
+    def key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
+        """The unified Arrow type of each key field over ``objs`` (string when none)."""
+        out: list[pa.DataType] = []
+        for i, name in enumerate(self.key.names):
+            top = name.split(".")[0]
+            found = [o.schema.field(top) for o in objs if top in o.schema.names]
+            typ: pa.DataType = pa.string()
+            if found:
+                from limno.pools.records._schema import unify
+
+                typ = _nested_type(unify(pa.schema([f]) for f in found), self.key.fields[i].path)
+            out.append(typ)
+        return out
+
+    def iter_scan(
+        self,
+        ref: str | None = None,
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
+        as_of: dt.datetime | None = None,
+    ) -> Iterator[pa.Table]:
+        """Stream a sorted scan: ``start`` inclusive, ``end`` exclusive, in the pool's order.
+
+        Bounds may be strings (parsed into the key's types), scalars or tuples.
+        """
+        if order not in ("asc", "desc"):
+            raise InvalidInputError(f"order must be asc or desc, not {order!r}")
+        objs = self.objects(ref, as_of)
+        lo, hi = self._bounds(objs, start, end)
+        from limno.pools.records import _scan
+
+        with self._expired_check(objs):
+            yield from _scan.scan(self.storage, self.id, objs, self.key, lo, hi, order, limit)
+
+    @contextlib.contextmanager
+    def _expired_check(self, objs: Sequence[DataObject]) -> Iterator[None]:
+        """Tell "removed by vacuum" apart from "lost" when an object is missing."""
+        try:
+            yield
+        except NotFoundError:
+            for o in objs:
+                if self.storage.exists(expired_path(self.id, o.id)):
+                    raise NotFoundError(
+                        f"object {o.id} was removed by vacuum: this commit is outside the"
+                        " retention window"
+                    ) from None
+            raise
+
+    def scan(self, ref: str | None = None, **kwargs: Any) -> pa.Table:
+        """The whole of a scan as one table (see :meth:`iter_scan`)."""
+        return _concat(list(self.iter_scan(ref, **kwargs)))
+
+    def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
+        """Point lookup: every record whose key equals one of ``keys``."""
+        objs = self.objects(ref)
+        types = self.key_types(objs)
+        parsed = []
+        for k in keys:
+            bound = self._bound(k, types)
+            assert bound is not None
+            if len(bound) != len(self.key.fields):
+                raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
+            parsed.append(bound)
+        from limno.pools.records import _scan
+
+        with self._expired_check(objs):
+            return _scan.lookup(self.storage, self.id, objs, self.key, parsed)
+
+    def read_object(self, obj: DataObject) -> pa.Table:
+        from limno.pools.records._io import open_parquet
+
+        return open_parquet(self.storage, data_path(self.id, obj.id)).read()
+
+    def table(self, ref: str | None = None, as_of: dt.datetime | None = None) -> pa.Table:
+        """Every record of a snapshot (unsorted across objects), schemas unified."""
+        objs = self.objects(ref, as_of)
+        with self._expired_check(objs):
+            return _concat([self.read_object(o) for o in objs])
+
+    # -- writing -------------------------------------------------------------------
+    def _batches(self, sources: Iterable[Source], fmt: str | None) -> Iterator[pa.RecordBatch]:
+        from limno.pools.records._readers import read_records
+
+        for src in sources:
+            if isinstance(src, pa.Table):
+                batches: Iterable[pa.RecordBatch] = src.to_batches()
+                name = "<table>"
+            elif isinstance(src, pa.RecordBatch):
+                batches, name = [src], "<batch>"
+            else:
+                batches, name = read_records(src, fmt), src
+            rows = 0
+            for batch in batches:
+                if self.schema is not None:
+                    batch = self.schema.check(batch, name, rows)
+                rows += batch.num_rows
+                yield batch
+            if rows == 0:
+                raise InvalidInputError(f"{name}: no records")
+
+    def write(self, sources: Iterable[Source], fmt: str | None = None) -> list[DataObject]:
+        """Write data objects (sorted, cut at the target size) without committing them."""
+        from limno.pools.records import _writer
+
+        objs = _writer.sort_and_write(
+            self.storage,
+            self.id,
+            self._batches(sources, fmt),
+            self.key,
+            self.config.target_size,
+            memory_limit=self.sort_memory,
+        )
+        if not objs:
+            raise InvalidInputError("no records to load")
+        return objs
+
+    def load(
+        self,
+        sources: Iterable[Source],
+        fmt: str | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Commit:
+        """Write and commit in one step: one commit per call."""
+        self.versioned.head(branch)
+        objs = self.write(sources, fmt)
+        rows = sum(o.rows for o in objs)
+        return self.versioned.commit(
+            branch,
+            [Action("add", o.id, o.to_json()) for o in objs],
+            message=message or f"load {rows} record(s)",
+            author=author,
+            meta=meta,
+        )
+
+    def add(
+        self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
+    ) -> list[DataObject]:
+        """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
+        self.versioned.head(branch)
+        objs = self.write(sources, fmt)
+        for o in objs:
+            self.versioned.stage(branch, o.id, o.to_json())
+        return objs
+
+    def staged(self, branch: str = "main") -> list[DataObject]:
+        return [DataObject.from_json(v) for v in self.versioned.staged(branch).values()]
+
+    def unstage(self, ids: Sequence[str], branch: str = "main") -> None:
+        staged = self.versioned.staged(branch)
+        missing = [i for i in ids if i not in staged]
+        if missing:
+            raise NotFoundError(f"not staged on {branch!r}: {', '.join(missing)}")
+        self.versioned.unstage(branch, ids)
+
+    def commit(
+        self,
+        ids: Sequence[str] | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Commit:
+        """Commit staged objects (all, or ``ids``) in one commit."""
+        return self.versioned.commit_staged(
+            branch, ids, message=message or "commit staged objects", author=author, meta=meta
+        )
+
+    def delete_objects(
+        self, ids: Sequence[str], branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        """Remove whole objects from the branch (bytes stay until vacuum)."""
+        head = self.versioned.head(branch)
+        entries = self.versioned.entries_at(head)
+        missing = [i for i in ids if i not in entries]
+        if missing:
+            raise NotFoundError(f"no such object on {self.name}@{branch}: {', '.join(missing)}")
+        actions = [Action("delete", i, entries[i]) for i in dict.fromkeys(ids)]
+        return self.versioned.commit(
+            branch, actions, message=message or f"delete {len(actions)} object(s)", author=author
+        )
+
+    def delete_where(
+        self, predicate: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        """Delete the rows matching a SQL predicate, rewriting only the objects that hold some."""
+        from limno.engines.local import filter_rows
+        from limno.pools.records import _writer
+
+        head = self.versioned.head(branch)
+        actions: list[Action] = []
+        deleted = 0
+        for obj in self.objects(head):
+            kept, matched = filter_rows(self.read_object(obj), predicate)
+            if not matched:
+                continue
+            deleted += matched
+            actions.append(Action("delete", obj.id, obj.to_json()))
+            if kept.num_rows:
+                for new in _writer.write_sorted(
+                    self.storage, self.id, [kept], self.key, self.config.target_size
+                ):
+                    actions.append(Action("add", new.id, new.to_json()))
+        if not deleted:
+            raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")
+        return self.versioned.commit(
+            branch,
+            actions,
+            message=message or f"delete {deleted} row(s) where {predicate}",
+            author=author,
+            meta={"deleted_rows": deleted},
+            expected_head=head,
+        )
+
+    def revert(
+        self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        """A new commit that undoes ``commit_id``'s actions on ``branch``."""
+        target = self.versioned.commits.get(self.resolve(commit_id))
+        if len(target.parents) != 1:
+            raise InvalidInputError(f"cannot revert {target.id}: it is a root or a merge commit")
+        if target.id not in self.versioned.commits.ancestors(self.versioned.head(branch)):
+            raise InvalidInputError(f"commit {target.id} is not on branch {branch!r}")
+        actions = [a.inverse() for a in reversed(target.actions)]
+        return self.versioned.commit(
+            branch,
+            actions,
+            message=message or f"revert {target.id}",
+            author=author,
+            meta={"reverts": target.id},
+        )
+
+    def vacuum(
+        self,
+        grace: dt.timedelta | None = None,
+        dry_run: bool = False,
+        retention: dt.timedelta | None = None,
+    ) -> VacuumReport:
+        """Free the bytes of objects no branch, tag, staging area or retained commit holds."""
+        grace = DEFAULT_GRACE if grace is None else grace
+        return vacuum(self.versioned, f"{self.id}/data", grace, dry_run, retention)
+
+
+def _nested_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
+    typ: pa.DataType = schema.field(path[0]).type
+    for part in path[1:]:
+        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
+            return pa.string()
+        typ = typ.field(part).type
+    return typ
+
+
+def _concat(tables: Sequence[pa.Table]) -> pa.Table:
+    from limno.pools.records._schema import conform, unify
+
+    tables = [t for t in tables if t.num_columns or t.num_rows]
+    if not tables:
+        return pa.table({})
+    schema = unify(t.schema for t in tables)
+    return pa.concat_tables([conform(t, schema) for t in tables])

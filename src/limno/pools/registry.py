@@ -1,0 +1,139 @@
+"""The lake's pool list: pool configs kept in the ``pools/`` journal.
+
+A pool's identity is its KSUID; its name is a mutable attribute, unique in the
+lake. Creating a pool writes everything under ``<pool-id>/`` first and registers
+the config last, so a pool that is visible is complete; dropping unregisters
+first, then deletes the pool's objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from limno.core.commits import now_iso
+from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
+from limno.journal import AssertEquals, JournalStore, Put, Remove, StoreState
+from limno.ksuid import ksuid
+from limno.storage import Storage
+
+__all__ = ["KINDS", "PoolConfig", "PoolRegistry", "validate_pool_name"]
+
+KINDS = ("records", "files")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+
+
+def validate_pool_name(name: str) -> str:
+    """A plain name: starts with a letter or ``_``; letters, digits, ``_ . -``; no ``..``."""
+    if not _NAME.match(name or "") or ".." in name:
+        raise InvalidInputError(
+            f"invalid pool name {name!r}: use a letter or '_' first, then letters, digits,"
+            " '_', '.', '-' (no '@', '/', ':' or '..'; at most 128 characters)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """A pool's configuration as registered in the lake."""
+
+    id: str
+    name: str
+    kind: str = "records"
+    key: str | None = "ts"
+    target_size: int = 256 * 1024 * 1024
+    schema: Mapping[str, Any] | None = None
+    created: str = ""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "key": self.key,
+            "target_size": self.target_size,
+            "schema": None if self.schema is None else dict(self.schema),
+            "created": self.created,
+            "settings": dict(self.settings),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PoolConfig:
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            kind=d.get("kind", "records"),
+            key=d.get("key"),
+            target_size=int(d.get("target_size", 256 * 1024 * 1024)),
+            schema=d.get("schema"),
+            created=d.get("created", ""),
+            settings=dict(d.get("settings", {})),
+        )
+
+
+class PoolRegistry:
+    """Create, find, rename and drop pools."""
+
+    def __init__(self, storage: Storage, journal: JournalStore) -> None:
+        self.storage = storage
+        self.journal = journal
+
+    def list(self) -> list[PoolConfig]:
+        pools = [PoolConfig.from_json(v) for v in self.journal.state().items.values()]
+        return sorted(pools, key=lambda p: p.name)
+
+    def find(self, name_or_id: str) -> PoolConfig:
+        """A pool by name (or by id)."""
+        items = self.journal.state().items
+        if name_or_id in items:
+            return PoolConfig.from_json(items[name_or_id])
+        for value in items.values():
+            if value["name"] == name_or_id:
+                return PoolConfig.from_json(value)
+        raise NotFoundError(f"pool {name_or_id!r} not found")
+
+    def new_config(self, name: str, **kwargs: Any) -> PoolConfig:
+        validate_pool_name(name)
+        kind = kwargs.get("kind", "records")
+        if kind not in KINDS:
+            raise InvalidInputError(f"unknown pool kind {kind!r} (records or files)")
+        if any(p.name == name for p in self.list()):
+            raise AlreadyExistsError(f"pool {name!r} already exists")
+        return PoolConfig(id=ksuid(), name=name, created=now_iso(), **kwargs)
+
+    def register(self, config: PoolConfig) -> None:
+        """Make a fully built pool visible (fails if its name was taken meanwhile)."""
+
+        def updates(state: StoreState) -> list[Put]:
+            if any(v["name"] == config.name for v in state.items.values()):
+                raise AlreadyExistsError(f"pool {config.name!r} already exists")
+            return [Put(config.id, config.to_json())]
+
+        self.journal.commit(updates)
+
+    def update(self, config: PoolConfig, **changes: Any) -> PoolConfig:
+        new = replace(config, **changes)
+        if "name" in changes:
+            validate_pool_name(new.name)
+
+        def updates(state: StoreState) -> list[Put]:
+            if any(v["name"] == new.name and k != config.id for k, v in state.items.items()):
+                raise AlreadyExistsError(f"pool {new.name!r} already exists")
+            return [Put(config.id, new.to_json())]
+
+        self.journal.commit(updates, [AssertEquals(config.id, config.to_json())])
+        return new
+
+    def rename(self, old: str, new: str) -> PoolConfig:
+        return self.update(self.find(old), name=new)
+
+    def drop(self, name: str) -> PoolConfig:
+        """Unregister the pool, then delete its objects."""
+        config = self.find(name)
+        self.journal.commit([Remove(config.id)])
+        for info in self.storage.walk(config.id):
+            self.storage.delete(info.path)
+        return config
