@@ -384,10 +384,10 @@ def _values(t: pa.DataType) -> st.SearchStrategy[Any]:
     elif pt.is_floating(t):
         inner = st.floats(width=t.bit_width, allow_nan=False, allow_infinity=False)
     elif pt.is_decimal(t):
-        top = decimal.Decimal(10) ** (t.precision - t.scale) - 1
+        top = decimal.Decimal("9" * (t.precision - t.scale))  # exact: no context rounding
         inner = st.decimals(-top, top, places=t.scale, allow_nan=False, allow_infinity=False)
     elif pt.is_string(t) or pt.is_large_string(t):
-        inner = st.text(st.characters(blacklist_categories=("Cs",)), max_size=4)
+        inner = st.text(st.characters(codec="utf-8"), max_size=4)
     elif pt.is_binary(t):
         inner = st.binary(max_size=4)
     elif pt.is_date(t):
