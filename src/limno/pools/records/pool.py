@@ -125,12 +125,23 @@ class RecordPool:
         """
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
-        objs = self.objects(ref, as_of)
+        yield from self._scan_objects(self.objects(ref, as_of), start, end, order, limit)
+
+    def _scan_objects(
+        self, objs: Sequence[DataObject], start: Any, end: Any, order: str, limit: int | None
+    ) -> Iterator[pa.Table]:
+        """Scan ``objs``; every chunk has the columns of the objects' unified schema, in
+        its order, so a stream's chunks (and two scans of one snapshot) line up."""
         lo, hi = self._bounds(objs, start, end)
         from limno.pools.records import _scan
+        from limno.pools.records._schema import conform, unify
 
+        target = unify(o.schema for o in objs if o.schema_b64)
         with self._expired_check(objs):
-            yield from _scan.scan(self.storage, self.id, objs, self.key, lo, hi, order, limit)
+            for t in _scan.scan(self.storage, self.id, objs, self.key, lo, hi, order, limit):
+                if not t.schema.equals(target):
+                    t = conform(t, unify([target, t.schema]))
+                yield t
 
     @contextlib.contextmanager
     def _expired_check(self, objs: Sequence[DataObject]) -> Iterator[None]:
@@ -146,9 +157,24 @@ class RecordPool:
                     ) from None
             raise
 
-    def scan(self, ref: str | None = None, **kwargs: Any) -> pa.Table:
-        """The whole of a scan as one table (see :meth:`iter_scan`)."""
-        return _concat(list(self.iter_scan(ref, **kwargs)))
+    def scan(
+        self,
+        ref: str | None = None,
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
+        as_of: dt.datetime | None = None,
+    ) -> pa.Table:
+        """The whole of a scan as one table (see :meth:`iter_scan`).
+
+        Columns come in the order of the snapshot's unified schema whatever the
+        bounds and order, so two scans of one snapshot always line up.
+        """
+        if order not in ("asc", "desc"):
+            raise InvalidInputError(f"order must be asc or desc, not {order!r}")
+        objs = self.objects(ref, as_of)
+        return _concat(list(self._scan_objects(objs, start, end, order, limit)))
 
     def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
         """Point lookup: every record whose key equals one of ``keys``."""
@@ -175,7 +201,9 @@ class RecordPool:
         """Every record of a snapshot (unsorted across objects), schemas unified."""
         objs = self.objects(ref, as_of)
         with self._expired_check(objs):
-            return _concat([self.read_object(o) for o in objs])
+            return _concat(
+                [self.read_object(o) for o in objs], [o.schema for o in objs if o.schema_b64]
+            )
 
     # -- writing -------------------------------------------------------------------
     def _batches(self, sources: Iterable[Source], fmt: str | None) -> Iterator[pa.RecordBatch]:
@@ -352,11 +380,12 @@ def _nested_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
     return typ
 
 
-def _concat(tables: Sequence[pa.Table]) -> pa.Table:
+def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa.Table:
+    """Concatenate ``tables`` under one schema: ``schemas`` first fix the column order."""
     from limno.pools.records._schema import conform, unify
 
     tables = [t for t in tables if t.num_columns or t.num_rows]
     if not tables:
         return pa.table({})
-    schema = unify(t.schema for t in tables)
+    schema = unify([*schemas, *(t.schema for t in tables)])
     return pa.concat_tables([conform(t, schema) for t in tables])
