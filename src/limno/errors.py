@@ -9,6 +9,7 @@ code) translates errors in exactly one place: :func:`http_status`.
     ├── AlreadyExistsError       409  put-if-absent lost, name taken
     ├── ConflictError            409  concurrent change that cannot be rebased
     ├── PreconditionFailedError  412  an expected state did not hold (CAS)
+    │   └── HookVetoError        412  a pre-commit or pre-merge hook said no
     ├── InvalidInputError        400  bad argument, name, record, schema
     ├── CorruptError             500  stored bytes fail their checks
     └── StorageError             503  the object store itself failed
@@ -20,6 +21,7 @@ __all__ = [
     "AlreadyExistsError",
     "ConflictError",
     "CorruptError",
+    "HookVetoError",
     "InvalidInputError",
     "LimnoError",
     "NotFoundError",
@@ -57,6 +59,10 @@ class PreconditionFailedError(LimnoError):
     """An expected state (a compare-and-swap requirement) did not hold."""
 
     status = 412
+
+
+class HookVetoError(PreconditionFailedError):
+    """A pre-commit or pre-merge hook vetoed the operation; nothing was changed."""
 
 
 class InvalidInputError(LimnoError):

@@ -98,9 +98,9 @@ def verify(obj: Context, pool: str | None) -> None:
 
 
 def _register() -> None:
-    from limno.cli import _data, _pools
+    from limno.cli import _data, _git, _pools
 
-    for module in (_pools, _data):
+    for module in (_pools, _data, _git):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -255,8 +255,12 @@ class Snapshots:
                 yield key, va, vb
 
     # -- checking ------------------------------------------------------------
-    def verify(self, snapshot: str) -> Iterator[Fault]:
-        """Every range present, hashing to its id, sorted, and agreeing with the metarange."""
+    def verify(self, snapshot: str, verified: set[RangeRef] | None = None) -> Iterator[Fault]:
+        """Every range present, hashing to its id, sorted, and agreeing with the metarange.
+
+        Ranges in ``verified`` were checked already (ranges are shared between
+        snapshots); ranges that pass every check are added to it.
+        """
         try:
             refs = self.ranges(snapshot)
         except (NotFoundError, CorruptError) as e:
@@ -264,6 +268,9 @@ class Snapshots:
             return
         prev_last: str | None = None
         for ref in refs:
+            if verified is not None and ref in verified:
+                prev_last = ref.last
+                continue
             path = self._range_path(ref.id)
             try:
                 doc = self._load(path, ref.id)
@@ -271,10 +278,14 @@ class Snapshots:
             except (NotFoundError, CorruptError) as e:
                 yield Fault(path, str(e))
                 continue
+            faults = []
             if keys != sorted(set(keys)):
-                yield Fault(path, "range entries are not strictly sorted")
+                faults.append(Fault(path, "range entries are not strictly sorted"))
             if not keys or keys[0] != ref.first or keys[-1] != ref.last or len(keys) != ref.count:
-                yield Fault(path, "range disagrees with its metarange entry")
+                faults.append(Fault(path, "range disagrees with its metarange entry"))
             if prev_last is not None and keys and keys[0] <= prev_last:
-                yield Fault(path, "range overlaps the previous range")
+                faults.append(Fault(path, "range overlaps the previous range"))
+            yield from faults
+            if verified is not None and not faults:
+                verified.add(ref)
             prev_last = ref.last

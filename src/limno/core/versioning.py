@@ -17,11 +17,14 @@ from __future__ import annotations
 import datetime as dt
 import getpass
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from limno.core.commits import Action, Commit, CommitStore, now_iso
 from limno.core.committed import EMPTY, Snapshots
+from limno.core.hooks import Hooks
+from limno.core.merge import merge_base, plan_merge
 from limno.core.refs import RefStore, Resolved
 from limno.errors import (
     ConflictError,
@@ -34,12 +37,9 @@ from limno.journal._journal import backoff
 from limno.ksuid import ksuid
 from limno.storage import Storage
 
-__all__ = ["Versioned", "default_author"]
+__all__ = ["DiffEntry", "MergeResult", "Versioned", "default_author"]
 
 MAX_COMMIT_ATTEMPTS = 200
-
-#: a hook called before a commit lands; raising a LimnoError vetoes it
-PreCommitHook = Callable[[str, Sequence[Action]], None]
 
 
 def default_author() -> str:
@@ -49,12 +49,34 @@ def default_author() -> str:
         return "unknown"
 
 
+@dataclass(frozen=True)
+class MergeResult:
+    """What a merge did: ``kind`` is ``fast-forward``, ``merge`` or ``up-to-date``."""
+
+    kind: str
+    commit: str
+    base: str | None
+    resolved: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DiffEntry:
+    """One entry that differs between two snapshots."""
+
+    change: str  # added | removed | changed
+    key: str
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+
 class Versioned:
     """Versioning state of one pool."""
 
-    def __init__(self, storage: Storage, pool_id: str) -> None:
+    def __init__(self, storage: Storage, pool_id: str, name: str | None = None) -> None:
         self.storage = storage
         self.pool_id = pool_id
+        self.name = name or pool_id
+        self.hooks = Hooks()
         self.commits = CommitStore(storage, pool_id)
         self.refs = RefStore(storage, pool_id, self.commits)
         self.snapshots = Snapshots(storage, pool_id)
@@ -141,19 +163,46 @@ class Versioned:
         extra_parents: Sequence[str] = (),
         expected_head: str | None = None,
         rebase: bool = True,
-        hooks: Sequence[PreCommitHook] = (),
+        event: str = "commit",
     ) -> Commit:
         """Apply ``actions`` to ``branch`` as one new commit (see the module docstring).
 
         ``expected_head`` pins the parent: with ``rebase=False`` the commit fails with
-        PreconditionFailedError if the branch is elsewhere.
+        PreconditionFailedError if the branch is elsewhere. ``event`` names the hooks
+        that run (``commit`` or ``merge``): pre hooks may veto before anything is
+        written, post hooks hear about the landed commit.
         """
         if not actions and not extra_parents:
             raise InvalidInputError("a commit needs at least one action")
-        for hook in hooks:
-            hook(branch, actions)
         author = author or default_author()
         head = expected_head or self.head(branch)
+        payload = {
+            "pool": self.name,
+            "pool_id": self.pool_id,
+            "branch": branch,
+            "message": message,
+            "author": author,
+            "meta": dict(meta or {}),
+            "actions": len(actions),
+        }
+        self.hooks.fire(f"pre-{event}", payload)
+        commit = self._commit_loop(
+            branch, actions, head, message, author, meta, extra_parents, rebase
+        )
+        self.hooks.fire(f"post-{event}", {**payload, "commit": commit.id})
+        return commit
+
+    def _commit_loop(
+        self,
+        branch: str,
+        actions: Sequence[Action],
+        head: str,
+        message: str,
+        author: str,
+        meta: Mapping[str, Any] | None,
+        extra_parents: Sequence[str],
+        rebase: bool,
+    ) -> Commit:
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             parent = self.commits.get(head)
             changes = self._changes(parent, actions)
@@ -189,6 +238,187 @@ class Versioned:
         raise ConflictError(
             f"branch {branch!r}: gave up after {MAX_COMMIT_ATTEMPTS} concurrent updates"
         )
+
+    # -- git operations ------------------------------------------------------------
+    def diff(self, old: str, new: str) -> list[DiffEntry]:
+        """Entries that differ from commit ``old`` to commit ``new``, in key order."""
+        a, b = self.commits.get(old).snapshot, self.commits.get(new).snapshot
+        out = []
+        for key, va, vb in self.snapshots.diff(a, b):
+            change = "added" if va is None else "removed" if vb is None else "changed"
+            out.append(DiffEntry(change, key, va, vb))
+        return out
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        return merge_base(self.commits, a, b)
+
+    def _side(self, base: str, commit: Commit) -> dict[str, tuple[Any, Any]]:
+        return {k: (va, vb) for k, va, vb in self.snapshots.diff(base, commit.snapshot)}
+
+    def merge(
+        self,
+        source: str,
+        into: str,
+        strategy: str = "fail",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        fast_forward: bool = True,
+    ) -> MergeResult:
+        """Merge ref ``source`` into branch ``into`` (see :mod:`limno.core.merge`).
+
+        Fast-forwards when ``into`` is an ancestor of the source (unless
+        ``fast_forward`` is off); otherwise makes a merge commit with parents
+        ``(into's head, source)`` whose actions are the changes to ``into``. The
+        strategy is recorded in the commit's meta. Retries if ``into`` moves.
+        """
+        plan_merge({}, {}, strategy)  # validates the strategy before any work
+        src = self.resolve(source).commit
+        author = author or default_author()
+        payload = {
+            "pool": self.name,
+            "pool_id": self.pool_id,
+            "branch": into,
+            "source": source,
+            "source_commit": src,
+            "strategy": strategy,
+            "author": author,
+            "message": message,
+        }
+        self.hooks.fire("pre-merge", payload)
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            head = self.head(into)
+            base = self.merge_base(src, head)
+            if base == src:
+                return MergeResult("up-to-date", head, base)
+            try:
+                if base == head and fast_forward:
+                    result = MergeResult("fast-forward", src, base)
+                    self._land(into, head, src)
+                else:
+                    result = self._merge_commit(
+                        source, src, into, head, base, strategy, message, author, meta
+                    )
+            except PreconditionFailedError:
+                backoff(attempt)
+                continue
+            self.hooks.fire("post-merge", {**payload, "commit": result.commit, "kind": result.kind})
+            return result
+        raise ConflictError(
+            f"branch {into!r}: gave up after {MAX_COMMIT_ATTEMPTS} concurrent updates"
+        )
+
+    def _merge_commit(
+        self,
+        source: str,
+        src: str,
+        into: str,
+        head: str,
+        base: str | None,
+        strategy: str,
+        message: str,
+        author: str,
+        meta: Mapping[str, Any] | None,
+    ) -> MergeResult:
+        base_snap = EMPTY if base is None else self.commits.get(base).snapshot
+        dest = self.commits.get(head)
+        s_side = self._side(base_snap, self.commits.get(src))
+        d_side = self._side(base_snap, dest)
+        plan = plan_merge(s_side, d_side, strategy)
+        if plan.conflicts:
+            raise ConflictError(
+                f"merge of {source} into {into}: {len(plan.conflicts)} conflicting"
+                f" entr{'y' if len(plan.conflicts) == 1 else 'ies'} (changed on both sides):"
+                f" {', '.join(plan.conflicts)}",
+            )
+        actions = []
+        for key, value in sorted(plan.changes.items()):
+            if value is None:
+                now = d_side[key][1] if key in d_side else s_side[key][0]
+                actions.append(Action("delete", key, now or {}))
+            else:
+                actions.append(Action("add", key, value))
+        info: dict[str, Any] = {
+            "source": source,
+            "source_commit": src,
+            "base": base,
+            "strategy": strategy,
+        }
+        if plan.resolved:
+            info["resolved"] = list(plan.resolved)
+        commit = Commit(
+            id=ksuid(),
+            parents=(head, src),
+            snapshot=self.snapshots.apply(dest.snapshot, plan.changes),
+            author=author,
+            date=now_iso(),
+            message=message or f"merge {source} into {into}",
+            meta={**dict(meta or {}), "merge": info},
+            actions=tuple(actions),
+        )
+        self.commits.put(commit)
+        self._land(into, head, commit.id)
+        return MergeResult("merge", commit.id, base, plan.resolved)
+
+    def _land(self, branch: str, head: str, new: str) -> None:
+        """Move ``branch`` from ``head`` to ``new``; PreconditionFailedError if it moved."""
+        try:
+            self.refs.move_branch(branch, head, new)
+        except StorageError:
+            if self.refs.branch(branch) != new:  # did the append land before the failure?
+                raise
+
+    def cherry_pick(
+        self,
+        commit_ref: str,
+        branch: str,
+        strategy: str = "fail",
+        author: str | None = None,
+    ) -> Commit:
+        """Apply the changes of one (non-merge) commit to ``branch`` as a new commit."""
+        picked = self.commits.get(self.resolve(commit_ref).commit)
+        if len(picked.parents) != 1:
+            raise InvalidInputError(f"cannot cherry-pick {picked.id}: a root or merge commit")
+        base = self.commits.get(picked.parents[0]).snapshot
+        head = self.head(branch)
+        s_side = self._side(base, picked)
+        d_side = self._side(base, self.commits.get(head))
+        plan = plan_merge(s_side, d_side, strategy)
+        if plan.conflicts:
+            raise ConflictError(
+                f"cherry-pick of {picked.id} onto {branch}: conflicting entries:"
+                f" {', '.join(plan.conflicts)}"
+            )
+        if not plan.changes:
+            raise InvalidInputError(f"cherry-pick of {picked.id} changes nothing on {branch!r}")
+        current = self.commits.get(head).snapshot
+        actions = []
+        for key, value in sorted(plan.changes.items()):
+            if value is None:
+                actions.append(Action("delete", key, self.snapshots.get(current, key) or {}))
+            else:
+                actions.append(Action("add", key, value))
+        return self.commit(
+            branch,
+            actions,
+            message=picked.message,
+            author=author or picked.author,
+            meta={**dict(picked.meta), "cherry_pick": picked.id},
+            expected_head=head,
+        )
+
+    def reset(self, branch: str, ref: str) -> tuple[str, str]:
+        """Point ``branch`` at ``ref`` (``reset --hard``) and drop its staged entries."""
+        target = self.resolve(ref).commit
+        old = self.head(branch)
+        try:
+            self.refs.move_branch(branch, old, target)
+        except PreconditionFailedError:
+            raise PreconditionFailedError(
+                f"branch {branch!r} moved while resetting it; try again"
+            ) from None
+        self.unstage(branch, list(self.staged(branch)))
+        return old, target
 
     def _changes(
         self, parent: Commit, actions: Sequence[Action]

@@ -50,6 +50,8 @@ class DataObject:
     key_types: tuple[str, ...] = ()
     created: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: ids of the objects this one was rewritten from (merge conflict detection)
+    replaces: tuple[str, ...] = ()
 
     @property
     def schema(self) -> pa.Schema:
@@ -82,6 +84,8 @@ class DataObject:
         }
         if self.extra:
             out["extra"] = dict(self.extra)
+        if self.replaces:
+            out["replaces"] = list(self.replaces)
         return out
 
     @classmethod
@@ -97,4 +101,5 @@ class DataObject:
             key_types=tuple(d.get("key_types", ())),
             created=d.get("created", ""),
             extra=dict(d.get("extra", {})),
+            replaces=tuple(d.get("replaces", ())),
         )

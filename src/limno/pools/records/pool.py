@@ -10,6 +10,7 @@ and the server only format them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -19,6 +20,7 @@ import pyarrow as pa
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
 from limno.errors import InvalidInputError, NotFoundError
+from limno.pools.branching import Branching
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path
 from limno.pools.records.typed_schema import TypedSchema
@@ -36,8 +38,8 @@ SORT_MEMORY = 512 * 1024 * 1024
 Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 
 
-class RecordPool:
-    """A record pool of a lake."""
+class RecordPool(Branching):
+    """A record pool of a lake (git operations come from :class:`Branching`)."""
 
     def __init__(self, lake: Lake, config: PoolConfig) -> None:
         if config.kind != "records" or not config.key:
@@ -46,7 +48,8 @@ class RecordPool:
         self.config = config
         self.storage = lake.storage
         self.key = PoolKey.parse(config.key)
-        self.versioned = Versioned(lake.storage, config.id)
+        self.versioned = Versioned(lake.storage, config.id, config.name)
+        self.versioned.hooks.specs = self.hook_specs()
         self.schema = TypedSchema.from_json(config.schema) if config.schema else None
         self.sort_memory = SORT_MEMORY
 
@@ -330,6 +333,7 @@ class RecordPool:
                 for new in _writer.write_sorted(
                     self.storage, self.id, [kept], self.key, self.config.target_size
                 ):
+                    new = dataclasses.replace(new, replaces=(obj.id,))
                     actions.append(Action("add", new.id, new.to_json()))
         if not deleted:
             raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")

@@ -1,0 +1,283 @@
+"""Git commands: branch, tag, merge, diff, cherry-pick, reset, hook.
+
+A REF argument is ``pool@ref`` or a bare ``ref`` of the pool given by ``-p``
+(or ``limno use``); with neither, a bare name is a pool (its ``main``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import click
+import pyarrow as pa
+
+from limno.cli._data import _fmt_opt, _pool_opt
+from limno.cli._main import Context
+from limno.cli._output import write_tables
+from limno.cli._state import working_ref
+from limno.core.hooks import EVENTS, HookSpec
+from limno.core.merge import STRATEGIES
+from limno.core.refs import parse_pool_ref
+from limno.core.versioning import DiffEntry
+from limno.errors import InvalidInputError
+from limno.pools.records.keys import encode_key
+from limno.pools.records.objects import DataObject
+
+__all__ = ["COMMANDS"]
+
+
+def _working(obj: Context, ref: str | None) -> tuple[str | None, str | None]:
+    text = ref or working_ref(obj.lake().uri)
+    return parse_pool_ref(text) if text else (None, None)
+
+
+def _ref_arg(obj: Context, ref: str | None, text: str) -> tuple[str, str]:
+    """``(pool, ref)`` of a REF argument (see the module docstring)."""
+    pool, _ = _working(obj, ref)
+    if "@" in text:
+        named, at = parse_pool_ref(text)
+        if (
+            pool is not None
+            and ref is not None
+            and obj.lake().pool(pool).id != (obj.lake().pool(named).id)
+        ):
+            raise InvalidInputError(f"{text!r} is not a ref of pool {pool!r}")
+        return named, at or "main"
+    if pool is None:
+        return text, "main"
+    return pool, text
+
+
+def _named_ref(
+    obj: Context, ref: str | None, kind: str, delete: bool, from_ref: str | None, name: str | None
+) -> None:
+    """What ``branch`` and ``tag`` share: list, create or delete a named ref."""
+    pool_name, at = obj.pool_ref(ref)
+    pool = obj.lake().pool(pool_name)
+    if name is None:
+        if delete:
+            raise InvalidInputError(f"{kind} -d needs a {kind} NAME")
+        for n, c in (pool.branches() if kind == "branch" else pool.tags()).items():
+            click.echo(f"{n}\t{c}")
+        return
+    if delete:
+        was = pool.delete_branch(name) if kind == "branch" else pool.delete_tag(name)
+        click.echo(f"deleted {kind} {pool.name}@{name} (was {was})", err=True)
+        return
+    start = from_ref or at or "main"
+    commit = pool.branch(name, start) if kind == "branch" else pool.tag(name, start)
+    click.echo(f"created {kind} {pool.name}@{name} at {commit} (from {start})", err=True)
+
+
+@click.command()
+@_pool_opt
+@click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
+@click.option("--from", "from_ref", default=None, help="Start point (default: -p's ref or main).")
+@click.argument("name", required=False)
+@click.pass_obj
+def branch(
+    obj: Context, ref: str | None, delete: bool, from_ref: str | None, name: str | None
+) -> None:
+    """Create branch NAME (O(1): no data is copied), delete it with -d, or list branches."""
+    _named_ref(obj, ref, "branch", delete, from_ref, name)
+
+
+@click.command()
+@_pool_opt
+@click.option("-d", "--delete", is_flag=True, help="Delete tag NAME.")
+@click.option("--from", "from_ref", default=None, help="Commit to tag (default: -p's ref or main).")
+@click.argument("name", required=False)
+@click.pass_obj
+def tag(
+    obj: Context, ref: str | None, delete: bool, from_ref: str | None, name: str | None
+) -> None:
+    """Create immutable tag NAME, delete it with -d, or list tags."""
+    _named_ref(obj, ref, "tag", delete, from_ref, name)
+
+
+@click.command()
+@_pool_opt
+@click.option("--into", default=None, help="Destination branch (default: -p's branch or main).")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="fail", show_default=True)
+@click.option("-m", "--message", default="", help="Merge commit message.")
+@click.option("--author", default=None)
+@click.option("--meta", multiple=True, help="KEY=VALUE stored on the merge commit.")
+@click.option("--no-ff", "no_ff", is_flag=True, help="Always make a merge commit.")
+@click.argument("source")
+@click.pass_obj
+def merge(
+    obj: Context,
+    ref: str | None,
+    into: str | None,
+    strategy: str,
+    message: str,
+    author: str | None,
+    meta: Sequence[str],
+    no_ff: bool,
+    source: str,
+) -> None:
+    """Merge SOURCE into a branch: fast-forward when possible, else a three-way merge."""
+    from limno.cli._data import _meta
+
+    pool_name, src = _ref_arg(obj, ref, source)
+    _, at = _working(obj, ref)
+    dest = into or at or "main"
+    pool = obj.lake().pool(pool_name)
+    result = pool.merge(src, dest, strategy, message, author, _meta(meta), fast_forward=not no_ff)
+    click.echo(result.commit)
+    if result.kind == "up-to-date":
+        click.echo(f"{pool.name}@{dest} is already up to date with {src}", err=True)
+    elif result.kind == "fast-forward":
+        click.echo(f"fast-forwarded {pool.name}@{dest} to {src} ({result.commit})", err=True)
+    else:
+        extra = (
+            f", {len(result.resolved)} conflict(s) resolved {strategy}" if result.resolved else ""
+        )
+        click.echo(f"merged {src} into {pool.name}@{dest} (base {result.base}{extra})", err=True)
+
+
+def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
+    """One row per changed entry: change, id, rows, size, min_key, max_key."""
+    objs = [DataObject.from_json(e.new if e.new is not None else e.old or {}) for e in entries]
+    return pa.table(
+        {
+            "change": [e.change for e in entries],
+            "id": [e.key for e in entries],
+            "rows": pa.array([o.rows for o in objs], pa.int64()),
+            "size": pa.array([o.size for o in objs], pa.int64()),
+            "min_key": [json.dumps(encode_key(o.min_key)) for o in objs],
+            "max_key": [json.dumps(encode_key(o.max_key)) for o in objs],
+        }
+    )
+
+
+@click.command()
+@_pool_opt
+@_fmt_opt
+@click.option("--three-dot", is_flag=True, help="Compare against the merge base of the refs.")
+@click.argument("refs", nargs=-1, required=True)
+@click.pass_obj
+def diff(
+    obj: Context, ref: str | None, fmt: str | None, three_dot: bool, refs: Sequence[str]
+) -> None:
+    """Objects added, removed or changed from REF1 to REF2.
+
+    With one REF, from the working branch (-p, limno use, else main) to REF.
+    """
+    if len(refs) > 2:
+        raise InvalidInputError("diff takes one or two refs")
+    pool_name, new = _ref_arg(obj, ref, refs[-1])
+    if len(refs) == 2:
+        old_pool, old = _ref_arg(obj, ref, refs[0])
+        if obj.lake().pool(old_pool).id != obj.lake().pool(pool_name).id:
+            raise InvalidInputError("diff compares two refs of one pool")
+    else:
+        working_pool, at = _working(obj, ref)
+        old = at if working_pool is not None and at else "main"
+    pool = obj.lake().pool(pool_name)
+    entries = pool.diff(old, new, three_dot=three_dot)
+    write_tables([diff_table(entries)], obj.format(fmt))
+    counts = {c: sum(e.change == c for e in entries) for c in ("added", "removed", "changed")}
+    dots = "..." if three_dot else ".."
+    click.echo(
+        f"{pool.name}@{old}{dots}{new}: {counts['added']} added, {counts['removed']} removed,"
+        f" {counts['changed']} changed",
+        err=True,
+    )
+
+
+@click.command(name="cherry-pick")
+@_pool_opt
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="fail", show_default=True)
+@click.argument("commit")
+@click.pass_obj
+def cherry_pick(obj: Context, ref: str | None, strategy: str, commit: str) -> None:
+    """Apply the changes of COMMIT to the branch as a new commit."""
+    name, branch_name = obj.branch_ref(ref)
+    pool = obj.lake().pool(name)
+    made = pool.cherry_pick(commit, branch_name, strategy)
+    click.echo(made.id)
+    click.echo(
+        f"cherry-picked {commit} onto {pool.name}@{branch_name} ({len(made.actions)} action(s))",
+        err=True,
+    )
+
+
+@click.command()
+@_pool_opt
+@click.option("--hard", is_flag=True, help="Move the branch and drop its staged objects.")
+@click.argument("target")
+@click.pass_obj
+def reset(obj: Context, ref: str | None, hard: bool, target: str) -> None:
+    """Point the branch (-p POOL@BRANCH) at TARGET, discarding what came after."""
+    if not hard:
+        raise InvalidInputError("reset needs --hard (the only mode: branches have no worktree)")
+    name, branch_name = obj.branch_ref(ref)
+    pool = obj.lake().pool(name)
+    old, new = pool.reset(branch_name, target)
+    click.echo(new)
+    click.echo(f"reset {pool.name}@{branch_name} from {old} to {new}", err=True)
+
+
+@click.group()
+def hook() -> None:
+    """Pre/post commit and merge hooks of a pool (lakeFS actions)."""
+
+
+@hook.command(name="add")
+@_pool_opt
+@click.option("--event", type=click.Choice(EVENTS), required=True)
+@click.option("--run", "run", default=None, help="Shell command; a non-zero exit vetoes.")
+@click.option("--python", "python", default=None, help="module:function called with the event.")
+@click.option("--branch", "branches", multiple=True, help="Only on branches matching this glob.")
+@click.argument("name")
+@click.pass_obj
+def hook_add(
+    obj: Context,
+    ref: str | None,
+    event: str,
+    run: str | None,
+    python: str | None,
+    branches: Sequence[str],
+    name: str,
+) -> None:
+    """Add hook NAME to the pool."""
+    pool_name, _ = obj.pool_ref(ref)
+    pool = obj.lake().pool(pool_name)
+    pool.add_hook(HookSpec(name, event, run, python, tuple(branches)))
+    click.echo(f"added {event} hook {name!r} to pool {pool.name}", err=True)
+
+
+@hook.command(name="ls")
+@_pool_opt
+@_fmt_opt
+@click.pass_obj
+def hook_ls(obj: Context, ref: str | None, fmt: str | None) -> None:
+    """List the pool's hooks."""
+    pool_name, _ = obj.pool_ref(ref)
+    specs = obj.lake().pool(pool_name).hook_specs()
+    table = pa.table(
+        {
+            "name": [s.name for s in specs],
+            "event": [s.event for s in specs],
+            "run": [s.run or f"python {s.python}" for s in specs],
+            "branches": [",".join(s.branches) or "*" for s in specs],
+        }
+    )
+    write_tables([table], obj.format(fmt))
+
+
+@hook.command(name="rm")
+@_pool_opt
+@click.argument("name")
+@click.pass_obj
+def hook_rm(obj: Context, ref: str | None, name: str) -> None:
+    """Remove hook NAME from the pool."""
+    pool_name, _ = obj.pool_ref(ref)
+    pool = obj.lake().pool(pool_name)
+    pool.remove_hook(name)
+    click.echo(f"removed hook {name!r} from pool {pool.name}", err=True)
+
+
+COMMANDS = [branch, tag, merge, diff, cherry_pick, reset, hook]

@@ -1,0 +1,188 @@
+"""Git operations of a pool: branches, tags, merge, diff, cherry-pick, reset, transactions.
+
+They act on the versioning core only, so every pool kind gets them by mixing in
+:class:`Branching` (record pools now, file pools later): the entries are data
+objects for one and paths for the other, and nothing here looks inside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from limno.core.hooks import Hooks, HookSpec, validate_hook
+from limno.core.versioning import DiffEntry, MergeResult, Versioned
+from limno.errors import InvalidInputError, NotFoundError
+from limno.ksuid import ksuid
+
+if TYPE_CHECKING:
+    from limno.core.commits import Commit
+    from limno.lake import Lake
+    from limno.pools.registry import PoolConfig
+
+__all__ = ["Branching", "BranchView", "DEFAULT_BRANCH", "TX_PREFIX"]
+
+DEFAULT_BRANCH = "main"
+#: throw-away branches of transactions are named ``_tx-<ksuid>``
+TX_PREFIX = "_tx-"
+
+
+class Branching:
+    """Mixin: git semantics over ``self.versioned``."""
+
+    versioned: Versioned
+    lake: Lake
+    config: PoolConfig
+
+    # -- refs ------------------------------------------------------------------
+    def branches(self) -> dict[str, str]:
+        """Branch name -> head commit id."""
+        return self.versioned.refs.branches()
+
+    def tags(self) -> dict[str, str]:
+        """Tag name -> commit id."""
+        return self.versioned.refs.tags()
+
+    def branch(self, name: str, from_ref: str | None = None) -> str:
+        """Create branch ``name`` at ``from_ref`` (default ``main``): O(1), no data copied."""
+        commit = self.versioned.resolve(from_ref or DEFAULT_BRANCH).commit
+        self.versioned.refs.create_branch(name, commit)
+        return commit
+
+    def delete_branch(self, name: str) -> str:
+        """Delete a branch and its staging area; returns the commit it pointed at."""
+        if name == DEFAULT_BRANCH:
+            raise InvalidInputError(f"cannot delete the default branch {DEFAULT_BRANCH!r}")
+        head = self.versioned.head(name)
+        self.versioned.refs.delete_branch(name)
+        self.versioned.unstage(name, list(self.versioned.staged(name)))
+        return head
+
+    def tag(self, name: str, from_ref: str | None = None) -> str:
+        """Create immutable tag ``name`` at ``from_ref`` (default ``main``)."""
+        commit = self.versioned.resolve(from_ref or DEFAULT_BRANCH).commit
+        self.versioned.refs.create_tag(name, commit)
+        return commit
+
+    def delete_tag(self, name: str) -> str:
+        commit = self.versioned.refs.tag(name)
+        if commit is None:
+            raise NotFoundError(f"tag {name!r} not found")
+        self.versioned.refs.delete_tag(name)
+        return commit
+
+    # -- history -------------------------------------------------------------
+    def merge(
+        self,
+        source: str,
+        into: str = DEFAULT_BRANCH,
+        strategy: str = "fail",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        fast_forward: bool = True,
+    ) -> MergeResult:
+        """Merge ref ``source`` into branch ``into`` (three-way; fast-forward if possible)."""
+        return self.versioned.merge(
+            source, into, strategy, message, author, meta, fast_forward=fast_forward
+        )
+
+    def diff(self, old: str, new: str | None = None, three_dot: bool = False) -> list[DiffEntry]:
+        """Entries added, removed or changed from ref ``old`` to ref ``new`` (default main).
+
+        With ``three_dot`` the comparison starts at the merge base of the two refs,
+        showing only what ``new`` changed since they diverged.
+        """
+        a = self.versioned.resolve(old).commit
+        b = self.versioned.resolve(new or DEFAULT_BRANCH).commit
+        if three_dot:
+            base = self.versioned.merge_base(a, b)
+            if base is None:
+                raise InvalidInputError(f"{old} and {new} have no common history")
+            a = base
+        return self.versioned.diff(a, b)
+
+    def cherry_pick(
+        self, commit: str, branch: str = DEFAULT_BRANCH, strategy: str = "fail"
+    ) -> Commit:
+        """Apply one commit's changes on ``branch`` as a new commit."""
+        return self.versioned.cherry_pick(commit, branch, strategy)
+
+    def reset(self, branch: str, ref: str) -> tuple[str, str]:
+        """``reset --hard``: point ``branch`` at ``ref``; returns (old head, new head)."""
+        return self.versioned.reset(branch, ref)
+
+    @contextlib.contextmanager
+    def transaction(
+        self,
+        branch: str = DEFAULT_BRANCH,
+        message: str = "",
+        author: str | None = None,
+        strategy: str = "fail",
+    ) -> Iterator[BranchView]:
+        """Write to a throw-away branch; merge it into ``branch`` atomically on success.
+
+        Inside the block, ``tx`` is this pool bound to the throw-away branch (its
+        reads see the transaction's own writes). On a normal exit the branch is
+        merged (fast-forward when ``branch`` did not move) and deleted; on an
+        exception — including a merge conflict — it is deleted and nothing becomes
+        visible on ``branch``.
+        """
+        self.versioned.head(branch)
+        name = f"{TX_PREFIX}{ksuid()}"
+        self.branch(name, branch)
+        try:
+            yield BranchView(self, name)
+            self.merge(name, branch, strategy, message or f"transaction {name}", author)
+        finally:
+            self.delete_branch(name)
+
+    # -- hooks ---------------------------------------------------------------
+    @property
+    def hooks(self) -> Hooks:
+        """This pool's hooks: configured ones, plus callables registered in-process."""
+        return self.versioned.hooks
+
+    def hook_specs(self) -> list[HookSpec]:
+        return [HookSpec.from_json(h) for h in self.config.settings.get("hooks", [])]
+
+    def add_hook(self, spec: HookSpec) -> None:
+        """Persist a hook in the pool's configuration (every process then runs it)."""
+        validate_hook(spec)
+        specs = self.hook_specs()
+        if any(s.name == spec.name for s in specs):
+            raise InvalidInputError(f"pool {self.config.name!r} already has a hook {spec.name!r}")
+        self._set_hooks([*specs, spec])
+
+    def remove_hook(self, name: str) -> None:
+        specs = self.hook_specs()
+        if not any(s.name == name for s in specs):
+            raise NotFoundError(f"pool {self.config.name!r} has no hook {name!r}")
+        self._set_hooks([s for s in specs if s.name != name])
+
+    def _set_hooks(self, specs: list[HookSpec]) -> None:
+        settings = {**self.config.settings, "hooks": [s.to_json() for s in specs]}
+        self.config = self.lake.registry.update(self.config, settings=settings)
+        self.versioned.hooks.specs = specs
+
+
+class BranchView:
+    """A pool bound to one branch: every method gets ``branch=``/``ref=`` filled in."""
+
+    def __init__(self, pool: Any, branch: str) -> None:
+        self.pool = pool
+        self.branch = branch
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.pool, name)
+        if not callable(attr):
+            return attr
+        params = inspect.signature(attr).parameters
+        if "branch" in params:
+            return functools.partial(attr, branch=self.branch)
+        if "ref" in params:
+            return functools.partial(attr, ref=self.branch)
+        return attr
