@@ -24,3 +24,16 @@ run limno delete -p logs --where "\"level = 'error'\""
 run limno -f table query "'SELECT ts, level, msg FROM \"logs@main\" ORDER BY ts'"
 run limno -f table query "'SELECT id, rows, min_key, max_key FROM \"logs:objects\"'"
 run limno verify
+
+echo "# --- branching ---"
+run limno branch -p logs dev
+run limno load -p logs@dev -m "'backfill'" examples/logs-3.ndjson
+run limno delete -p logs --where "\"level = 'warn'\""
+run limno -f table diff -p logs --three-dot dev
+run limno merge -p logs dev -m "'merge the backfill'"
+run limno -f table log -p logs -n 1
+run limno -f table query "'SELECT ts, level, msg FROM logs ORDER BY ts'"
+run limno tag -p logs v1
+run limno branch -p logs -d dev
+run limno ls logs -f table
+run limno verify
