@@ -53,3 +53,19 @@ def run(*args: str, stdin: bytes = b"") -> Result:
         for w in wrappers:
             w.detach()
     return Result(code, out.getvalue(), err.getvalue().decode())
+
+
+def ok(*args: str, stdin: bytes = b"") -> Result:
+    """Run and require success."""
+    r = run(*args, stdin=stdin)
+    assert r.code == 0, f"limno {' '.join(args)} failed: {r.err}"
+    return r
+
+
+def fail(*args: str, stdin: bytes = b"") -> Result:
+    """Run and require failure with a one-line ``error:`` on stderr."""
+    r = run(*args, stdin=stdin)
+    assert r.code != 0, f"limno {' '.join(args)} unexpectedly succeeded"
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert lines and lines[-1].startswith("error: "), r.err
+    return r

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from limno.config import lake_location
 from limno.core.versioning import Versioned
@@ -93,8 +94,18 @@ class Lake:
         target_size: int = 256 * 1024 * 1024,
         schema: TypedSchema | None = None,
         author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
     ) -> RecordPool:
-        """Create a pool with branch ``main`` at an empty root commit."""
+        """Create a pool with branch ``main`` at an empty root commit.
+
+        ``iterators`` are iterator texts (``dedup``, ``sum(n),max(ts)``,
+        ``age-off(ts,30d)``); ``split_threshold`` is the row count past which a leaf
+        partition splits; ``compaction`` is ``{"strategy", "ratio", "batch"}``;
+        ``retention`` maps branch globs to how long vacuum keeps their history.
+        """
         if kind != "records":
             raise InvalidInputError(f"pools of kind {kind!r} are not supported yet")
         if schema is not None and key is None:
@@ -102,12 +113,30 @@ class Lake:
         key_text = str(PoolKey.parse(key or "ts"))
         if target_size <= 0:
             raise InvalidInputError("target size must be positive")
+        settings: dict[str, Any] = {}
+        if iterators:
+            from limno.pools.records._iterators import parse_iterators
+
+            spec = parse_iterators(iterators, PoolKey.parse(key_text).names)
+            settings["iterators"] = spec.to_json()
+        if split_threshold is not None:
+            if split_threshold < 1:
+                raise InvalidInputError("the split threshold must be at least 1 row")
+            settings["split_threshold"] = int(split_threshold)
+        if retention:
+            settings["retention"] = {g: d.total_seconds() for g, d in retention.items()}
+        if compaction:
+            from limno.pools.records.compaction import strategy_settings
+
+            strategy_settings({"compaction": compaction})
+            settings["compaction"] = dict(compaction)
         config = self.registry.new_config(
             name,
             kind=kind,
             key=key_text,
             target_size=target_size,
             schema=None if schema is None else schema.to_json(),
+            settings=settings,
         )
         Versioned(self.storage, config.id).initialize(author)
         self.registry.register(config)

@@ -98,9 +98,9 @@ def verify(obj: Context, pool: str | None) -> None:
 
 
 def _register() -> None:
-    from limno.cli import _data, _git, _pools
+    from limno.cli import _data, _git, _maintenance, _pools
 
-    for module in (_pools, _data, _git):
+    for module in (_pools, _data, _git, _maintenance):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -38,17 +38,77 @@ def parse_size(text: str) -> int:
 @click.option("--kind", type=click.Choice(["records", "files"]), default="records")
 @click.option("--target-size", default="256MB", show_default=True, help="Max size of an object.")
 @click.option("--schema", "schema_file", default=None, help="JSON file with a typed schema.")
+@click.option(
+    "--iterator",
+    "iterators",
+    multiple=True,
+    help="dedup | sum(F),min(F),max(F) | age-off(F,30d); applied at query and compaction.",
+)
+@click.option("--split-threshold", type=int, default=None, help="Rows before a partition splits.")
+@click.option(
+    "--compaction",
+    default=None,
+    help="Strategy size-ratio|basic|overlap, optionally with ratio=R,batch=N.",
+)
+@click.option(
+    "--retention",
+    "retention",
+    multiple=True,
+    help="BRANCH_GLOB=DURATION: how long vacuum keeps a branch's history (repeatable).",
+)
 @click.pass_obj
 def create(
-    obj: Context, pool: str, key: str | None, kind: str, target_size: str, schema_file: str | None
+    obj: Context,
+    pool: str,
+    key: str | None,
+    kind: str,
+    target_size: str,
+    schema_file: str | None,
+    iterators: tuple[str, ...],
+    split_threshold: int | None,
+    compaction: str | None,
+    retention: tuple[str, ...],
 ) -> None:
     """Create a pool (branch main, at an empty root commit)."""
+    from limno.cli._data import parse_duration
+
+    windows = {}
+    for rule in retention:
+        glob, sep, span = rule.rpartition("=")
+        if not sep or not glob:
+            raise InvalidInputError(f"--retention expects BRANCH_GLOB=DURATION, not {rule!r}")
+        windows[glob] = parse_duration(span)
     schema = TypedSchema.from_file(schema_file) if schema_file else None
     created = obj.lake().create_pool(
-        pool, key=key, kind=kind, target_size=parse_size(target_size), schema=schema
+        pool,
+        key=key,
+        kind=kind,
+        target_size=parse_size(target_size),
+        schema=schema,
+        iterators=iterators,
+        split_threshold=split_threshold,
+        compaction=_compaction(compaction) if compaction else None,
+        retention=windows or None,
     )
     click.echo(created.id)
     click.echo(f"created pool {created.name} (key {created.key})", err=True)
+
+
+def _compaction(text: str) -> dict[str, object]:
+    """``size-ratio,ratio=3,batch=12`` → settings."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    out: dict[str, object] = {"strategy": parts[0]} if parts else {}
+    for part in parts[1:]:
+        name, sep, value = part.partition("=")
+        if not sep or name not in ("ratio", "batch"):
+            raise InvalidInputError(f"--compaction: expected ratio=R or batch=N, not {part!r}")
+        try:
+            out[name] = float(value) if name == "ratio" else int(value)
+        except ValueError:
+            raise InvalidInputError(
+                f"--compaction: {name} must be a number, not {value!r}"
+            ) from None
+    return out
 
 
 @click.command(name="ls")

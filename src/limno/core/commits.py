@@ -29,7 +29,8 @@ def now_iso() -> str:
 
 @dataclass(frozen=True)
 class Action:
-    """One change: ``add`` or ``delete`` of an entry (``value`` is the entry's value)."""
+    """One change of an entry: ``add`` (or overwrite), ``create`` (an add that
+    conflicts if the entry exists), ``delete`` (``value`` is the entry's value)."""
 
     op: str
     key: str
@@ -43,7 +44,7 @@ class Action:
         return cls(d["op"], d["key"], d.get("value", {}))
 
     def inverse(self) -> Action:
-        return Action("delete" if self.op == "add" else "add", self.key, self.value)
+        return Action("add" if self.op == "delete" else "delete", self.key, self.value)
 
 
 @dataclass(frozen=True)

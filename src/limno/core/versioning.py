@@ -429,6 +429,10 @@ class Versioned:
         for a in actions:
             if a.op == "add":
                 changes[a.key] = dict(a.value)
+            elif a.op == "create":
+                if self.snapshots.get(parent.snapshot, a.key) is not None and a.key not in changes:
+                    gone.append(a.key)
+                changes[a.key] = dict(a.value)
             elif a.op == "delete":
                 current = self.snapshots.get(parent.snapshot, a.key)
                 if current is None or current != dict(a.value):
@@ -438,6 +442,7 @@ class Versioned:
                 raise InvalidInputError(f"unknown action {a.op!r}")
         if gone:
             raise ConflictError(
-                "conflict: already deleted or rewritten by another commit: " + ", ".join(gone)
+                "conflict: deleted, rewritten or created by another commit meanwhile: "
+                + ", ".join(gone)
             )
         return changes

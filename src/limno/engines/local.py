@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["META_TABLES", "filter_rows", "meta_table", "query"]
 
-META_TABLES = ("objects", "commits", "branches")
+META_TABLES = ("objects", "commits", "branches", "partitions")
 
 
 def _sql_error(e: duckdb.Error) -> InvalidInputError:
@@ -76,8 +76,12 @@ def meta_table(lake: Lake, ref: str, meta: str) -> pa.Table:
         raise NotFoundError(f"no meta table {meta!r} (one of {', '.join(META_TABLES)})")
     pool_name, at = parse_pool_ref(ref)
     pool = lake.pool(pool_name)
+    if meta == "partitions":
+        from limno.pools.records.manage import partitions_table
+
+        return partitions_table(pool, at)
     if meta == "objects":
-        objs = pool.objects(at)
+        objs, tree = pool.snapshot(at)
         return pa.table(
             {
                 "id": [o.id for o in objs],
@@ -87,6 +91,9 @@ def meta_table(lake: Lake, ref: str, meta: str) -> pa.Table:
                 "max_key": [json.dumps(o.to_json()["max_key"]) for o in objs],
                 "keyless": pa.array([o.keyless for o in objs], pa.int64()),
                 "created": [o.created for o in objs],
+                "partitions": pa.array(
+                    [[p.id for p in tree.leaves_of(o)] for o in objs], pa.list_(pa.string())
+                ),
             }
         )
     if meta == "commits":

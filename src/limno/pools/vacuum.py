@@ -18,10 +18,13 @@ tell "expired by retention" from "lost".
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from limno.core.versioning import Versioned
+from limno.storage._base import ObjectInfo
 
 __all__ = ["DEFAULT_GRACE", "VacuumReport", "vacuum"]
 
@@ -46,13 +49,37 @@ def expired_path(pool_id: str, key: str) -> str:
     return f"{pool_id}/expired/{key}"
 
 
-def referenced_keys(v: Versioned, retention: dt.timedelta | None, now: dt.datetime) -> set[str]:
-    """Entry keys held by heads, tags, staging, and commits in the retention window."""
-    heads = [*v.refs.branches().values(), *v.refs.tags().values()]
-    keep_commits = set(heads)
-    cutoff = None if retention is None else now - retention
-    for commit in v.commits.log(heads):
-        if cutoff is None or commit.time >= cutoff:
+Retention = dt.timedelta | Mapping[str, dt.timedelta] | None
+
+
+def window(retention: Retention, branch: str) -> dt.timedelta | None:
+    """The retention window of ``branch``: per-branch rules are globs, exact names first."""
+    if retention is None or isinstance(retention, dt.timedelta):
+        return retention
+    if branch in retention:
+        return retention[branch]
+    for pattern, value in retention.items():
+        if fnmatch.fnmatchcase(branch, pattern):
+            return value
+    return None
+
+
+def referenced_keys(v: Versioned, retention: Retention, now: dt.datetime) -> set[str]:
+    """Entry keys held by heads, tags, staging, and commits in a retention window.
+
+    Each branch keeps the history within its own window (lakeFS style); a tag
+    keeps the commit it names (and, without any window, all of its history).
+    """
+    tags = list(v.refs.tags().values())
+    keep_commits = set(tags) | set(v.refs.branches().values())
+    for commit in v.commits.log(tags) if retention is None else []:
+        keep_commits.add(commit.id)
+    for branch, head in v.refs.branches().items():
+        span = window(retention, branch)
+        cutoff = None if span is None else now - span
+        for commit in v.commits.log([head]):
+            if cutoff is not None and commit.time < cutoff:
+                break  # the log is newest first: the rest is older still
             keep_commits.add(commit.id)
             keep_commits.update(commit.parents)
     seen_ranges: set[str] = set()
@@ -73,27 +100,33 @@ def vacuum(
     data_prefix: str,
     grace: dt.timedelta = DEFAULT_GRACE,
     dry_run: bool = False,
-    retention: dt.timedelta | None = None,
+    retention: Retention = None,
     now: dt.datetime | None = None,
 ) -> VacuumReport:
     """Remove unreferenced objects under ``data_prefix`` older than ``grace``.
 
-    Objects are named ``<key>.<ext>`` after the entry key that references them.
+    Objects are named ``<key>.<ext>`` after the entry key that references them; an
+    object and its sidecars (``<key>.sketch``...) are counted and removed together,
+    the object itself last, once the youngest of them is past the grace period.
     """
     report = VacuumReport(dry_run=dry_run)
     now = now or dt.datetime.now(dt.UTC)
     keep = referenced_keys(v, retention, now)
     cutoff = now - grace
+    groups: dict[str, list[ObjectInfo]] = {}
     for info in v.storage.walk(data_prefix):
         name = info.path.rsplit("/", 1)[-1]
-        key = name.split(".", 1)[0]
+        groups.setdefault(name.split(".", 1)[0], []).append(info)
+    for key, files in groups.items():
+        files.sort(key=lambda f: (f.path.endswith(".parquet"), f.path))
         if key in keep:
             report.referenced += 1
-        elif info.last_modified > cutoff:
+        elif max(f.last_modified for f in files) > cutoff:
             report.too_young += 1
         else:
-            report.removed.append((info.path, info.size))
+            report.removed.append((files[-1].path, sum(f.size for f in files)))
             if not dry_run:
                 v.storage.put(expired_path(v.pool_id, key), b"")
-                v.storage.delete(info.path)
+                for f in files:
+                    v.storage.delete(f.path)
     return report

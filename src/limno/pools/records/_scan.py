@@ -59,12 +59,14 @@ def plan(
     if lo_key is not None and hi_key is not None and not lo_key < hi_key:
         return []
     picked = [i for i, o in enumerate(objects) if o.overlaps(key, lo_key, hi_key)]
-    picked.sort(key=lambda i: key.sort_key(objects[i].min_key))
+    firsts = {i: objects[i].first_key(key) for i in picked}
+    picked.sort(key=lambda i: firsts[i])  # type: ignore[arg-type,return-value]
     clusters: list[list[int]] = []
     end: SortKey | None = None
     for i in picked:
-        first = key.sort_key(objects[i].min_key)
-        last = key.sort_key(objects[i].max_key)
+        first = firsts[i]
+        last = objects[i].last_key(key)
+        assert first is not None and last is not None
         if clusters and end is not None and not end < first:
             clusters[-1].append(i)
             if end < last:
@@ -74,7 +76,7 @@ def plan(
             end = last
     out = [[objects[i] for i in sorted(c)] for c in clusters]
     if lo is None and hi is None:
-        keyless = [o for o in objects if o.min_key is None and o.rows > 0]
+        keyless = [o for o in objects if o.min_key is None and o.keyless_here > 0]
         if keyless:
             out.append(keyless)
     return out
@@ -111,7 +113,9 @@ def scan(
     keyless: list[_Reader] = []
     if lo is None and hi is None:
         position = {id(o): i for i, o in enumerate(objects)}
-        tails = sorted((o for c in clusters for o in c if o.keyless), key=lambda o: position[id(o)])
+        tails = sorted(
+            (o for c in clusters for o in c if o.keyless_here), key=lambda o: position[id(o)]
+        )
         keyless = [_Reader(storage, pool_id, o, key, cols) for o in tails]
     # readers of objects with keyless rows are reused: their footer is read only once
     readers = {id(r.obj): r for r in keyless}
@@ -131,7 +135,7 @@ def scan(
             cap = MAX_GROUPS_PER_READ if len(members) == 1 else MAX_GROUPS_PER_MERGED_READ
             if reverse:
                 members.reverse()
-            sources = [r.keyed_rows(bounds, reverse, cap) for r in members]
+            sources = [r.keyed_rows(bounds.clipped(r.obj.clip), reverse, cap) for r in members]
             yield from merge_sorted(sources, key, reverse=reverse)
         if not reverse:
             for r in keyless:
@@ -172,10 +176,13 @@ def lookup(
             wanted.append(k)
     found: list[tuple[int, int, pa.Table]] = []
     for oi, o in enumerate(objects):
-        if o.min_key is None or o.max_key is None:
+        first, last = o.first_key(key), o.last_key(key)
+        if first is None or last is None:
             continue
-        a = bisect.bisect_left(wanted, key.sort_key(o.min_key))
-        b = bisect.bisect_right(wanted, key.sort_key(o.max_key))
+        a = bisect.bisect_left(wanted, first)
+        b = bisect.bisect_right(wanted, last)
+        if o.clip is not None and o.clip[1] is not None:  # [lo, hi): hi itself is out
+            b = min(b, bisect.bisect_left(wanted, key.sort_key(o.clip[1])))
         if a < b:
             reader = _Reader(storage, pool_id, o, key, None)
             for j, rows in reader.matches(wanted[a:b]):
@@ -194,6 +201,18 @@ class _Bounds:
         self.active = lo is not None or hi is not None
         self.lo = None if lo is None else key.sort_key(lo)
         self.hi = None if hi is None else key.sort_key(hi)
+
+    def clipped(self, clip: tuple[Key | None, Key | None] | None) -> _Bounds:
+        """These bounds narrowed to an object's clip range (see DataObject.clip)."""
+        if clip is None:
+            return self
+        out = _Bounds(self.key, None, None)
+        lo = None if clip[0] is None else self.key.sort_key(clip[0])
+        hi = None if clip[1] is None else self.key.sort_key(clip[1])
+        out.lo = lo if self.lo is None or (lo is not None and self.lo < lo) else self.lo
+        out.hi = hi if self.hi is None or (hi is not None and hi < self.hi) else self.hi
+        out.active = out.lo is not None or out.hi is not None
+        return out
 
     def may_hold(self, rng: _GroupRange | None) -> bool:
         """Whether a row group with key range ``rng`` (None: unknown) can hold keys in bounds."""

@@ -22,6 +22,7 @@ from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.faults import Fault
 from limno.pools.records._io import open_parquet
 from limno.pools.records.objects import DataObject, data_path
+from limno.pools.records.partitions import is_partition_key
 from limno.pools.registry import PoolConfig
 from limno.pools.vacuum import expired_path
 
@@ -50,6 +51,9 @@ def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
             yield Fault(v.commits.path(cid), f"{label} points at a missing commit")
         else:
             todo.append(cid)
+    for label, cid in heads.items():
+        if v.commits.exists(cid):
+            yield from check_partitions(pool, cid, label)
     checked_objects: set[str] = set()
     verified_ranges: set[RangeRef] = set()
     while todo:
@@ -77,7 +81,7 @@ def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
             # compare by diff, which skips shared ranges: cost follows the change size
             net: dict[str, dict[str, Any] | None] = {}
             for a in commit.actions:
-                net[a.key] = dict(a.value) if a.op == "add" else None
+                net[a.key] = None if a.op == "delete" else dict(a.value)
             parent = v.commits.get(commit.parents[0]).snapshot
             changed = {k: new for k, _, new in v.snapshots.diff(parent, commit.snapshot)}
             explained = all(k in net and net[k] == new for k, new in changed.items())
@@ -92,10 +96,46 @@ def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
         if not commit.parents:
             objects = list(v.snapshots.entries(commit.snapshot))
         for oid, value in objects:
-            if oid in checked_objects:
+            if oid in checked_objects or is_partition_key(oid):
                 continue
             checked_objects.add(oid)
             yield from check_object(lake, pool.id, DataObject.from_json(value), pool)
+
+
+def check_partitions(pool: Any, commit_id: str, label: str) -> Iterator[Fault]:
+    """The partition tree of a head: children tile their parent; objects reference leaves
+    (or ancestors of leaves) of this tree."""
+    try:
+        objects, tree = pool.snapshot(commit_id)
+    except LimnoError as e:
+        yield Fault(pool.versioned.commits.path(commit_id), f"{label}: {e}")
+        return
+    where = f"{pool.id}/meta ({label})"
+    key = pool.key
+    for p in tree.parts.values():
+        if p.leaf:
+            continue
+        kids = [tree.parts.get(c) for c in p.children]
+        if any(k is None for k in kids) or len(kids) != 2:
+            yield Fault(where, f"partition {p.id} has missing children")
+            continue
+        left, right = kids
+        assert left is not None and right is not None
+        same = (
+            left.lo == p.lo
+            and right.hi == p.hi
+            and left.hi is not None
+            and right.lo is not None
+            and key.sort_key(left.hi) == key.sort_key(right.lo)
+        )
+        if not same:
+            yield Fault(where, f"children of partition {p.id} do not tile its range")
+    for o in objects:
+        for ref in o.partitions:
+            if ref not in tree.parts:
+                yield Fault(where, f"object {o.id} references missing partition {ref}")
+        if not tree.leaves_of(o):
+            yield Fault(where, f"object {o.id} is referenced by no leaf partition")
 
 
 def check_object(lake: Lake, pool_id: str, obj: DataObject, pool: Any) -> Iterator[Fault]:

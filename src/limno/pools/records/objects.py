@@ -52,6 +52,13 @@ class DataObject:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: ids of the objects this one was rewritten from (merge conflict detection)
     replaces: tuple[str, ...] = ()
+    #: partitions referencing this object (empty: the root); see partitions.py
+    partitions: tuple[str, ...] = ()
+    #: when only part of the object is still referenced: the ``[lo, hi)`` key-prefix
+    #: range to read (not stored; set by the reader from the partition tree)
+    clip: tuple[tuple[Any, ...] | None, tuple[Any, ...] | None] | None = field(
+        default=None, compare=False
+    )
 
     @property
     def schema(self) -> pa.Schema:
@@ -64,11 +71,37 @@ class DataObject:
         hi: SortKey | None,
     ) -> bool:
         """Whether keyed rows in ``[lo, hi)`` can be in this object."""
-        if self.min_key is None or self.max_key is None:
+        first, last = self.first_key(key), self.last_key(key)
+        if first is None or last is None:
             return False
-        if hi is not None and not key.sort_key(self.min_key) < hi:
+        if hi is not None and not first < hi:
             return False
-        return not (lo is not None and key.sort_key(self.max_key) < lo)
+        return not (lo is not None and last < lo)
+
+    def first_key(self, key: PoolKey) -> SortKey | None:
+        """A lower bound of the keys to read (the min key, raised to the clip)."""
+        if self.min_key is None:
+            return None
+        first = key.sort_key(self.min_key)
+        if self.clip is not None and self.clip[0] is not None:
+            lo = key.sort_key(self.clip[0])
+            return lo if first < lo else first
+        return first
+
+    def last_key(self, key: PoolKey) -> SortKey | None:
+        """An upper bound of the keys to read (the max key, or the clip's end)."""
+        if self.max_key is None:
+            return None
+        last = key.sort_key(self.max_key)
+        if self.clip is not None and self.clip[1] is not None:
+            hi = key.sort_key(self.clip[1])
+            return hi if hi < last else last
+        return last
+
+    @property
+    def keyless_here(self) -> int:
+        """Keyless rows to read: all of them unless clipped away from the key space's end."""
+        return self.keyless if self.clip is None or self.clip[1] is None else 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -86,6 +119,8 @@ class DataObject:
             out["extra"] = dict(self.extra)
         if self.replaces:
             out["replaces"] = list(self.replaces)
+        if self.partitions:
+            out["partitions"] = list(self.partitions)
         return out
 
     @classmethod
@@ -102,4 +137,5 @@ class DataObject:
             created=d.get("created", ""),
             extra=dict(d.get("extra", {})),
             replaces=tuple(d.get("replaces", ())),
+            partitions=tuple(d.get("partitions", ())),
         )

@@ -20,12 +20,14 @@ import pyarrow as pa
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
 from limno.errors import InvalidInputError, NotFoundError
+from limno.ksuid import ksuid
 from limno.pools.branching import Branching
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path
+from limno.pools.records.partitions import PartitionTree, is_partition_key
 from limno.pools.records.typed_schema import TypedSchema
 from limno.pools.registry import PoolConfig
-from limno.pools.vacuum import DEFAULT_GRACE, VacuumReport, expired_path, vacuum
+from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
 
 if TYPE_CHECKING:
     from limno.lake import Lake
@@ -66,11 +68,54 @@ class RecordPool(Branching):
         """The commit id a ref (default ``main``) names."""
         return self.versioned.resolve(ref, as_of).commit
 
-    def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
-        """The data objects of a ref's snapshot, in key order of their min key."""
+    def snapshot(
+        self, ref: str | None = None, as_of: dt.datetime | None = None
+    ) -> tuple[list[DataObject], PartitionTree]:
+        """A ref's stored object entries (in write order) and its partition tree."""
+        from limno.pools.records.compaction import order_key
+
         entries = self.versioned.entries_at(self.resolve(ref, as_of))
-        objs = [DataObject.from_json(v) for v in entries.values()]
-        return sorted(objs, key=lambda o: (self.key.sort_key(o.min_key), o.id))
+        tree = PartitionTree.from_entries(entries.items(), self.key)
+        objs = [DataObject.from_json(v) for k, v in entries.items() if not is_partition_key(k)]
+        return sorted(objs, key=order_key), tree
+
+    def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
+        """The data objects to read for a ref, in write order (the tie order of scans).
+
+        An object only partly referenced (see partitions.py) appears *clipped* to the
+        key ranges still referenced, once per contiguous range.
+        """
+        objs, tree = self.snapshot(ref, as_of)
+        if not tree.stored:
+            return objs
+        out = []
+        for o in objs:
+            runs = tree.clip(o)
+            if runs is None:
+                out.append(o)
+            else:
+                out.extend(dataclasses.replace(o, clip=run) for run in runs)
+        return out
+
+    def partitions(self, ref: str | None = None) -> PartitionTree:
+        return self.snapshot(ref)[1]
+
+    @property
+    def iterators(self) -> Any:
+        """The pool's iterator spec (falsy when it has none)."""
+        from limno.pools.records._iterators import IteratorSpec
+
+        spec = self.config.settings.get("iterators")
+        return IteratorSpec.from_json(spec) if spec else IteratorSpec.from_json({})
+
+    def iterated(self, tables: Iterable[pa.Table], reverse: bool = False) -> Iterator[pa.Table]:
+        """Apply the pool's iterators to a stream in key order (identity without any)."""
+        if not self.config.settings.get("iterators"):
+            yield from tables
+            return
+        from limno.pools.records import _iterators
+
+        yield from _iterators.apply(tables, self.key, self.iterators, reverse=reverse)
 
     def log(
         self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
@@ -140,11 +185,22 @@ class RecordPool(Branching):
         from limno.pools.records._schema import conform, unify
 
         target = unify(o.schema for o in objs if o.schema_b64)
+        iterating = bool(self.config.settings.get("iterators"))
         with self._expired_check(objs):
-            for t in _scan.scan(self.storage, self.id, objs, self.key, lo, hi, order, limit):
+            raw = _scan.scan(
+                self.storage, self.id, objs, self.key, lo, hi, order, None if iterating else limit
+            )
+            left = limit
+            for t in self.iterated(raw, reverse=order == "desc"):
                 if not t.schema.equals(target):
                     t = conform(t, unify([target, t.schema]))
-                yield t
+                if iterating and left is not None:
+                    t = t.slice(0, left)
+                    left -= t.num_rows
+                if t.num_rows:
+                    yield t
+                if left == 0:
+                    return
 
     @contextlib.contextmanager
     def _expired_check(self, objs: Sequence[DataObject]) -> Iterator[None]:
@@ -193,16 +249,26 @@ class RecordPool(Branching):
         from limno.pools.records import _scan
 
         with self._expired_check(objs):
-            return _scan.lookup(self.storage, self.id, objs, self.key, parsed)
+            found = _scan.lookup(self.storage, self.id, objs, self.key, parsed)
+        if found.num_rows and self.config.settings.get("iterators"):
+            found = _concat(list(self.iterated([found])))
+        return found
 
     def read_object(self, obj: DataObject) -> pa.Table:
+        """An object's rows (only its clip range when it is clipped), in key order."""
         from limno.pools.records._io import open_parquet
 
+        if obj.clip is not None:
+            from limno.pools.records import _scan
+
+            return _concat(list(_scan.scan(self.storage, self.id, [obj], self.key)))
         return open_parquet(self.storage, data_path(self.id, obj.id)).read()
 
     def table(self, ref: str | None = None, as_of: dt.datetime | None = None) -> pa.Table:
         """Every record of a snapshot (unsorted across objects), schemas unified."""
         objs = self.objects(ref, as_of)
+        if self.config.settings.get("iterators") or any(o.clip is not None for o in objs):
+            return _concat(list(self._scan_objects(objs, None, None, "asc", None)))
         with self._expired_check(objs):
             return _concat(
                 [self.read_object(o) for o in objs], [o.schema for o in objs if o.schema_b64]
@@ -243,7 +309,38 @@ class RecordPool(Branching):
         )
         if not objs:
             raise InvalidInputError("no records to load")
+        for o in objs:
+            self.write_sketch(o)
         return objs
+
+    def write_sketch(self, obj: DataObject) -> None:
+        """Store the quantile sketch of ``obj``'s first key field next to it."""
+        from limno.pools.records._io import open_parquet
+        from limno.pools.records.sketches import write_sketch
+
+        path = self.key.fields[0].path
+        pf = open_parquet(self.storage, data_path(self.id, obj.id), obj.size or None)
+        if path[0] not in pf.schema_arrow.names:
+            column: pa.ChunkedArray = pa.chunked_array([], pa.null())
+        else:
+            column = pf.read(columns=[path[0]]).column(0)
+            for part in path[1:]:
+                if not pa.types.is_struct(column.type) or column.type.get_field_index(part) < 0:
+                    column = pa.chunked_array([], pa.null())
+                    break
+                column = pa.compute.struct_field(column, part)
+        write_sketch(self.storage, self.id, obj.id, column)
+
+    def _referenced(self, objs: Sequence[DataObject], branch: str) -> list[DataObject]:
+        """Point new objects at the leaf partitions (of ``branch``) they overlap."""
+        _, tree = self.snapshot(branch)
+        if not tree.stored:
+            return list(objs)
+        out = []
+        for o in objs:
+            leaves = tuple(p.id for p in tree.leaves() if tree.overlaps(p, o))
+            out.append(dataclasses.replace(o, partitions=leaves))
+        return out
 
     def load(
         self,
@@ -256,7 +353,7 @@ class RecordPool(Branching):
     ) -> Commit:
         """Write and commit in one step: one commit per call."""
         self.versioned.head(branch)
-        objs = self.write(sources, fmt)
+        objs = self._referenced(self.write(sources, fmt), branch)
         rows = sum(o.rows for o in objs)
         return self.versioned.commit(
             branch,
@@ -271,7 +368,7 @@ class RecordPool(Branching):
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
         self.versioned.head(branch)
-        objs = self.write(sources, fmt)
+        objs = self._referenced(self.write(sources, fmt), branch)
         for o in objs:
             self.versioned.stage(branch, o.id, o.to_json())
         return objs
@@ -319,21 +416,30 @@ class RecordPool(Branching):
         """Delete the rows matching a SQL predicate, rewriting only the objects that hold some."""
         from limno.engines.local import filter_rows
         from limno.pools.records import _writer
+        from limno.pools.records.compaction import order_key
 
         head = self.versioned.head(branch)
         actions: list[Action] = []
         deleted = 0
-        for obj in self.objects(head):
-            kept, matched = filter_rows(self.read_object(obj), predicate)
+        pieces: dict[str, list[DataObject]] = {}
+        for piece in self.objects(head):
+            pieces.setdefault(piece.id, []).append(piece)
+        stored = {o.id: o for o in self.snapshot(head)[0]}
+        for oid, parts in pieces.items():
+            obj = stored[oid]
+            kept, matched = filter_rows(_concat([self.read_object(p) for p in parts]), predicate)
             if not matched:
                 continue
             deleted += matched
             actions.append(Action("delete", obj.id, obj.to_json()))
             if kept.num_rows:
-                for new in _writer.write_sorted(
+                written = _writer.write_sorted(
                     self.storage, self.id, [kept], self.key, self.config.target_size
-                ):
-                    new = dataclasses.replace(new, replaces=(obj.id,))
+                )
+                for new in self._referenced(written, head):
+                    extra = {**dict(new.extra), "order": list(order_key(obj))}
+                    new = dataclasses.replace(new, replaces=(obj.id,), extra=extra)
+                    self.write_sketch(new)
                     actions.append(Action("add", new.id, new.to_json()))
         if not deleted:
             raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")
@@ -364,14 +470,72 @@ class RecordPool(Branching):
             meta={"reverts": target.id},
         )
 
+    # -- maintenance (compaction.py, splitting.py) -------------------------------------
+    def compact(
+        self,
+        ids: Sequence[str] = (),
+        branch: str = "main",
+        strategy: str | None = None,
+        message: str = "",
+        author: str | None = None,
+    ) -> tuple[Commit | None, list[Any]]:
+        """Compact ``ids`` (merged per leaf partition), or the jobs the strategy picks.
+
+        One commit for everything; (None, []) when the strategy finds nothing to do.
+        """
+        from limno.pools.records import compaction
+
+        objs, tree = self.snapshot(branch)
+        if ids:
+            by_id = {o.id: o for o in objs}
+            missing = [i for i in ids if i not in by_id]
+            if missing:
+                raise NotFoundError(f"no such object on {self.name}@{branch}: {', '.join(missing)}")
+            jobs = []
+            for leaf in tree.leaves():
+                group = [i for i in dict.fromkeys(ids) if leaf in tree.leaves_of(by_id[i])]
+                if group:
+                    jobs.append(compaction.CompactionJob(ksuid(), leaf.id, tuple(group)))
+        else:
+            name, ratio, batch = compaction.strategy_settings(self.config.settings)
+            ordered = (
+                bool(self.iterators.needs_order) if self.config.settings.get("iterators") else False
+            )
+            jobs = compaction.plan_jobs(tree, objs, strategy or name, ratio, batch, ordered)
+        if not jobs:
+            return None, []
+        commit, results = compaction.run_jobs(self, branch, jobs, message, author)
+        return commit, results
+
+    def split(self, partition: str, branch: str = "main", at: Any = None) -> Commit | None:
+        """Split a leaf partition (at ``at``, else at its median); None if it cannot be."""
+        from limno.pools.records import splitting
+
+        return splitting.split_leaf(self, branch, partition, at)
+
+    @property
+    def split_threshold(self) -> int:
+        from limno.pools.records.splitting import DEFAULT_SPLIT_THRESHOLD
+
+        return int(self.config.settings.get("split_threshold", DEFAULT_SPLIT_THRESHOLD))
+
     def vacuum(
         self,
         grace: dt.timedelta | None = None,
         dry_run: bool = False,
-        retention: dt.timedelta | None = None,
+        retention: Retention = None,
     ) -> VacuumReport:
-        """Free the bytes of objects no branch, tag, staging area or retained commit holds."""
+        """Free the bytes of objects no branch, tag, staging area or retained commit holds.
+
+        ``retention`` (one window, or per-branch globs) defaults to the pool's
+        configured retention; without any, all history stays readable.
+        """
         grace = DEFAULT_GRACE if grace is None else grace
+        if retention is None and self.config.settings.get("retention"):
+            retention = {
+                glob: dt.timedelta(seconds=float(secs))
+                for glob, secs in self.config.settings["retention"].items()
+            }
         return vacuum(self.versioned, f"{self.id}/data", grace, dry_run, retention)
 
 

@@ -1,0 +1,278 @@
+"""LSM compaction: strategies that pick jobs, and the job that runs one.
+
+A compaction job merges the rows that some objects hold *in one leaf partition*
+into sorted, non-overlapping objects of the pool's target size, applying the
+pool's iterators, and commits once: the inputs lose their reference to the leaf
+(an input referenced by no other leaf is deleted) and the outputs are added. The
+commit's deletes carry the inputs' exact entries, so if anything else rewrote an
+input meanwhile the commit conflicts instead of duplicating rows. A job killed
+before its commit leaves only unreferenced output objects, which vacuum reclaims.
+
+Strategies (per leaf partition; configurable per pool in its settings):
+
+* ``size-ratio`` (default; Sleeper's SizeRatioCompactionStrategy with its
+  defaults ``ratio=3``, ``batch=12``): the leaf's objects sorted by size,
+  smallest first; take the first ``batch`` and, while the largest of them is more
+  than ``1/ratio`` of their total (``ratio * largest > total``), drop the largest;
+  two or more left form a job; repeat with the rest. Objects of similar size are
+  merged, a large object is not rewritten for a small one.
+* ``basic``: every ``batch`` objects of a leaf (oldest first) form a job, once a
+  leaf has at least ``batch`` objects.
+* ``overlap`` (Zed's heuristic): each run of two or more objects whose key ranges
+  overlap forms a job (at most ``batch`` objects each), oldest first.
+
+With a ``dedup`` (or aggregating) iterator, the order in which rows were written
+matters, so a job's inputs are taken as a run of consecutive objects in write
+order; the outputs carry the newest input's order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from limno.core.commits import Action, Commit
+from limno.errors import InvalidInputError
+from limno.ksuid import ksuid
+from limno.pools.records.objects import DataObject
+from limno.pools.records.partitions import Partition, PartitionTree, retarget
+
+if TYPE_CHECKING:
+    from limno.pools.records.pool import RecordPool
+
+__all__ = ["STRATEGIES", "CompactionJob", "JobResult", "plan_jobs", "run_jobs"]
+
+STRATEGIES = ("size-ratio", "basic", "overlap")
+DEFAULT_RATIO = 3.0
+DEFAULT_BATCH = 12
+
+
+@dataclass(frozen=True)
+class CompactionJob:
+    """Merge the share of ``inputs`` that lies in leaf ``partition``."""
+
+    id: str
+    partition: str
+    inputs: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "partition": self.partition, "inputs": list(self.inputs)}
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job: CompactionJob
+    rows_in: int
+    rows_out: int
+    outputs: tuple[str, ...]
+    seconds: float
+
+
+def order_key(obj: DataObject) -> tuple[str, str]:
+    """Write order of an object: its creation (or, for outputs, the newest input's)."""
+    order = obj.extra.get("order") if obj.extra else None
+    if order:
+        return (str(order[0]), str(order[1]))
+    return (obj.created, obj.id)
+
+
+def strategy_settings(settings: Mapping[str, Any]) -> tuple[str, float, int]:
+    conf = settings.get("compaction", {}) or {}
+    name = conf.get("strategy", "size-ratio")
+    if name not in STRATEGIES:
+        raise InvalidInputError(f"unknown compaction strategy {name!r} (one of {STRATEGIES})")
+    ratio = float(conf.get("ratio", DEFAULT_RATIO))
+    batch = int(conf.get("batch", DEFAULT_BATCH))
+    if ratio < 1 or batch < 2:
+        raise InvalidInputError("compaction needs ratio >= 1 and batch >= 2")
+    return name, ratio, batch
+
+
+def plan_jobs(
+    tree: PartitionTree,
+    objects: Sequence[DataObject],
+    strategy: str = "size-ratio",
+    ratio: float = DEFAULT_RATIO,
+    batch: int = DEFAULT_BATCH,
+    ordered: bool = False,
+) -> list[CompactionJob]:
+    """Jobs the strategy picks, leaf by leaf (``ordered``: inputs must be consecutive)."""
+    by_leaf: dict[str, list[DataObject]] = {}
+    for obj in objects:
+        for leaf in tree.leaves_of(obj):
+            by_leaf.setdefault(leaf.id, []).append(obj)
+    jobs: list[CompactionJob] = []
+    for leaf in tree.leaves():
+        objs = sorted(by_leaf.get(leaf.id, []), key=order_key)
+        for group in _pick(objs, tree, strategy, ratio, batch, ordered):
+            jobs.append(CompactionJob(ksuid(), leaf.id, tuple(o.id for o in group)))
+    return jobs
+
+
+def _pick(
+    objs: list[DataObject],
+    tree: PartitionTree,
+    strategy: str,
+    ratio: float,
+    batch: int,
+    ordered: bool,
+) -> list[list[DataObject]]:
+    if len(objs) < 2:
+        return []
+    if strategy == "basic":
+        return [objs[i : i + batch] for i in range(0, len(objs) - batch + 1, batch)]
+    if strategy == "overlap":
+        return _overlapping_runs(objs, tree, batch, ordered)
+    if ordered:
+        # runs consecutive in write order: the longest window start passing the test
+        runs: list[list[DataObject]] = []
+        i = 0
+        while i < len(objs) - 1:
+            window = objs[i : i + batch]
+            n = len(window)
+            while n >= 2 and ratio * max(o.size for o in window[:n]) > sum(
+                o.size for o in window[:n]
+            ):
+                n -= 1
+            if n >= 2:
+                runs.append(window[:n])
+                i += n
+            else:
+                i += 1
+        return runs
+    rest = sorted(objs, key=lambda o: (o.size, order_key(o)))
+    out: list[list[DataObject]] = []
+    while len(rest) >= 2:
+        group = _ratio_batch(rest[:batch], ratio)
+        if len(group) < 2:
+            break
+        out.append(group)
+        taken = {o.id for o in group}
+        rest = [o for o in rest if o.id not in taken]
+    return out
+
+
+def _ratio_batch(candidates: list[DataObject], ratio: float) -> list[DataObject]:
+    group = sorted(candidates, key=lambda o: o.size)
+    while len(group) >= 2 and ratio * group[-1].size > sum(o.size for o in group):
+        group = group[:-1]
+    return group if len(group) >= 2 else []
+
+
+def _overlapping_runs(
+    objs: list[DataObject], tree: PartitionTree, batch: int, ordered: bool
+) -> list[list[DataObject]]:
+    """Runs of overlapping objects (a run is consecutive in key order, whatever
+    ``ordered`` says: overlapping objects are exactly the ones merge-on-read merges)."""
+    key = tree.key
+    keyed = [o for o in objs if o.min_key is not None]
+    keyed.sort(key=lambda o: key.sort_key(o.min_key))
+    runs: list[list[DataObject]] = []
+    end = None
+    for o in keyed:
+        first, last = key.sort_key(o.min_key), key.sort_key(o.max_key)
+        if runs and end is not None and not end < first:
+            runs[-1].append(o)
+            if end < last:
+                end = last
+        else:
+            runs.append([o])
+            end = last
+    out: list[list[DataObject]] = []
+    for run in runs:
+        run.sort(key=order_key)
+        out.extend(run[i : i + batch] for i in range(0, len(run), batch))
+    return [r for r in out if len(r) >= 2]
+
+
+def run_jobs(
+    pool: RecordPool,
+    branch: str,
+    jobs: Sequence[CompactionJob],
+    message: str = "",
+    author: str | None = None,
+) -> tuple[Commit, list[JobResult]]:
+    """Run ``jobs`` against the branch head and commit them all in one commit."""
+    head = pool.versioned.head(branch)
+    real, tree = pool.snapshot(head)
+    by_id = {o.id: o for o in real}
+    actions: list[Action] = []
+    results: list[JobResult] = []
+    refs_left: dict[str, list[str]] = {o.id: [p.id for p in tree.leaves_of(o)] for o in real}
+    touched: dict[str, DataObject] = {}
+    for job in jobs:
+        missing = [i for i in job.inputs if i not in by_id]
+        if missing:
+            raise InvalidInputError(f"no such object on {pool.name}@{branch}: {', '.join(missing)}")
+        leaf = tree.get(job.partition)
+        inputs = [by_id[i] for i in job.inputs]
+        started = time.monotonic()
+        rows_in, outputs = _merge_leaf(pool, tree, leaf, inputs)
+        for o in inputs:
+            refs_left[o.id] = [r for r in refs_left[o.id] if r != leaf.id]
+            touched[o.id] = o
+        for out in outputs:
+            actions.append(Action("add", out.id, out.to_json()))
+        results.append(
+            JobResult(
+                job,
+                rows_in,
+                sum(o.rows for o in outputs),
+                tuple(o.id for o in outputs),
+                time.monotonic() - started,
+            )
+        )
+    for oid, obj in touched.items():
+        actions[:0] = retarget(obj, refs_left[oid])
+    commit = pool.versioned.commit(
+        branch,
+        actions,
+        message=message or f"compact {sum(len(j.inputs) for j in jobs)} object(s)",
+        author=author,
+        meta={
+            "compaction": {
+                "jobs": [r.job.to_json() for r in results],
+                "rows_in": sum(r.rows_in for r in results),
+                "rows_out": sum(r.rows_out for r in results),
+            }
+        },
+        expected_head=head,
+    )
+    return commit, results
+
+
+def _merge_leaf(
+    pool: RecordPool, tree: PartitionTree, leaf: Partition, inputs: Sequence[DataObject]
+) -> tuple[int, list[DataObject]]:
+    """Merge the inputs' rows in ``leaf`` into new objects (written, not committed)."""
+    from limno.pools.records import _scan, _writer
+
+    clipped = []
+    for o in sorted(inputs, key=order_key):
+        if not tree.overlaps(leaf, o):
+            continue
+        clipped.append(dataclasses.replace(o, clip=(leaf.lo, leaf.hi)))
+    rows_in = 0
+
+    def counted() -> Iterator[pa.Table]:
+        nonlocal rows_in
+        for t in _scan.scan(pool.storage, pool.id, clipped, pool.key):
+            rows_in += t.num_rows
+            yield t
+
+    outputs = _writer.write_sorted(
+        pool.storage, pool.id, pool.iterated(counted()), pool.key, pool.config.target_size
+    )
+    newest = max((order_key(o) for o in inputs), default=None)
+    done = []
+    for out in outputs:
+        extra = {**dict(out.extra), "order": list(newest)} if newest else dict(out.extra)
+        out = dataclasses.replace(out, partitions=(leaf.id,), extra=extra)
+        pool.write_sketch(out)
+        done.append(out)
+    return rows_in, done
