@@ -20,7 +20,7 @@ from limno.core.hooks import EVENTS, HookSpec
 from limno.core.merge import STRATEGIES
 from limno.core.refs import parse_pool_ref
 from limno.core.versioning import DiffEntry
-from limno.errors import InvalidInputError
+from limno.errors import InvalidInputError, NotFoundError
 from limno.pools.records.keys import encode_key
 from limno.pools.records.objects import DataObject
 
@@ -30,6 +30,25 @@ __all__ = ["COMMANDS"]
 def _working(obj: Context, ref: str | None) -> tuple[str | None, str | None]:
     text = ref or working_ref(obj.lake().uri)
     return parse_pool_ref(text) if text else (None, None)
+
+
+def _working_branch(obj: Context, ref: str | None, pool: str) -> str | None:
+    """The working ref's branch (``-p``, else ``limno use``) if it is a ref of ``pool``.
+
+    A SOURCE or REF naming another pool must not pick up the working pool's
+    branch name: its default branch is that pool's ``main``.
+    """
+    working_pool, at = _working(obj, ref)
+    if working_pool is None or at is None:
+        return None
+    if working_pool == pool:
+        return at
+    lake = obj.lake()
+    try:
+        same = lake.pool(working_pool).id == lake.pool(pool).id
+    except NotFoundError:  # e.g. the working pool was dropped since 'limno use'
+        return None
+    return at if same else None
 
 
 def _ref_arg(obj: Context, ref: str | None, text: str) -> tuple[str, str]:
@@ -121,8 +140,7 @@ def merge(
     from limno.cli._data import _meta
 
     pool_name, src = _ref_arg(obj, ref, source)
-    _, at = _working(obj, ref)
-    dest = into or at or "main"
+    dest = into or _working_branch(obj, ref, pool_name) or "main"
     pool = obj.lake().pool(pool_name)
     result = pool.merge(src, dest, strategy, message, author, _meta(meta), fast_forward=not no_ff)
     click.echo(result.commit)
@@ -173,8 +191,7 @@ def diff(
         if obj.lake().pool(old_pool).id != obj.lake().pool(pool_name).id:
             raise InvalidInputError("diff compares two refs of one pool")
     else:
-        working_pool, at = _working(obj, ref)
-        old = at if working_pool is not None and at else "main"
+        old = _working_branch(obj, ref, pool_name) or "main"
     pool = obj.lake().pool(pool_name)
     entries = pool.diff(old, new, three_dot=three_dot)
     write_tables([diff_table(entries)], obj.format(fmt))

@@ -80,11 +80,16 @@ class RefStore:
         return None if value is None else str(value["commit"])
 
     def create_branch(self, name: str, commit: str) -> None:
+        """A new branch; its name must not be a branch or a tag (a tag stays reachable)."""
         validate_ref_name("branch", name)
-        key = f"branch:{name}"
+        key, other = f"branch:{name}", f"tag:{name}"
         if self.journal.get(key) is not None:
             raise AlreadyExistsError(f"branch {name!r} already exists")
-        self.journal.commit([Put(key, {"commit": commit})], [AssertAbsent(key)])
+        if self.journal.get(other) is not None:
+            raise AlreadyExistsError(f"{name!r} already exists as a tag")
+        self.journal.commit(
+            [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)]
+        )
 
     def move_branch(self, name: str, expected: str, new: str) -> None:
         """Compare-and-swap: point ``name`` at ``new`` if it still points at ``expected``.
@@ -101,10 +106,14 @@ class RefStore:
 
     def create_tag(self, name: str, commit: str) -> None:
         validate_ref_name("tag", name)
-        key = f"tag:{name}"
+        key, other = f"tag:{name}", f"branch:{name}"
         if self.journal.get(key) is not None:
             raise AlreadyExistsError(f"tag {name!r} already exists (tags are immutable)")
-        self.journal.commit([Put(key, {"commit": commit})], [AssertAbsent(key)])
+        if self.journal.get(other) is not None:
+            raise AlreadyExistsError(f"{name!r} already exists as a branch")
+        self.journal.commit(
+            [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)]
+        )
 
     def delete_tag(self, name: str) -> None:
         if self.tag(name) is None:

@@ -39,7 +39,7 @@ import pyarrow as pa
 from limno.core.commits import Action, Commit
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
-from limno.pools.records.objects import DataObject
+from limno.pools.records.objects import DataObject, lineage
 from limno.pools.records.partitions import Partition, PartitionTree, retarget
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ def _merge_leaf(
     done = []
     for out in outputs:
         extra = {**dict(out.extra), "order": list(newest)} if newest else dict(out.extra)
-        out = dataclasses.replace(out, partitions=(leaf.id,), extra=extra)
+        out = dataclasses.replace(out, partitions=(leaf.id,), extra=extra, replaces=lineage(inputs))
         pool.write_sketch(out)
         done.append(out)
     return rows_in, done

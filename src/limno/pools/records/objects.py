@@ -7,7 +7,7 @@ planning a scan or a lookup (which objects can hold this key range?) reads no da
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,10 @@ import pyarrow as pa
 
 from limno.pools.records.keys import PoolKey, SortKey, decode_key, encode_key
 
-__all__ = ["DataObject", "data_path", "schema_from_b64", "schema_to_b64"]
+__all__ = ["DataObject", "data_path", "lineage", "schema_from_b64", "schema_to_b64"]
+
+#: how many ancestors an object's ``replaces`` lineage keeps (newest first)
+MAX_LINEAGE = 64
 
 
 def data_path(pool_id: str, object_id: str) -> str:
@@ -139,3 +142,13 @@ class DataObject:
             replaces=tuple(d.get("replaces", ())),
             partitions=tuple(d.get("partitions", ())),
         )
+
+
+def lineage(rewritten: Sequence[DataObject]) -> tuple[str, ...]:
+    """``replaces`` for an object rewritten from ``rewritten``: their ids and, transitively,
+    what they replaced (so a merge base that predates a chain of rewrites still sees
+    the chain), capped at ``MAX_LINEAGE`` ids."""
+    out = dict.fromkeys(o.id for o in rewritten)
+    for o in rewritten:
+        out.update(dict.fromkeys(o.replaces))
+    return tuple(out)[:MAX_LINEAGE]

@@ -23,7 +23,7 @@ from limno.errors import InvalidInputError, NotFoundError
 from limno.ksuid import ksuid
 from limno.pools.branching import Branching
 from limno.pools.records.keys import PoolKey
-from limno.pools.records.objects import DataObject, data_path
+from limno.pools.records.objects import DataObject, data_path, lineage
 from limno.pools.records.partitions import PartitionTree, is_partition_key
 from limno.pools.records.typed_schema import TypedSchema
 from limno.pools.registry import PoolConfig
@@ -438,7 +438,7 @@ class RecordPool(Branching):
                 )
                 for new in self._referenced(written, head):
                     extra = {**dict(new.extra), "order": list(order_key(obj))}
-                    new = dataclasses.replace(new, replaces=(obj.id,), extra=extra)
+                    new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
                     self.write_sketch(new)
                     actions.append(Action("add", new.id, new.to_json()))
         if not deleted:
