@@ -37,3 +37,14 @@ run limno tag -p logs v1
 run limno branch -p logs -d dev
 run limno ls logs -f table
 run limno verify
+
+echo "# --- maintenance ---"
+run limno create clicks -k page --iterator "'sum(clicks),max(last_seen)'" --split-threshold 4 --compaction overlap
+run limno load -p clicks examples/clicks-1.csv
+run limno load -p clicks examples/clicks-2.csv
+run limno -f table scan -p clicks
+run limno manage --once -p clicks --grace 0
+run limno -f table query "'SELECT id, lo, hi, leaf, rows, objects FROM \"clicks:partitions\"'"
+run limno compact -p clicks
+run limno -f table status clicks -n 3
+run limno -f table scan -p clicks

@@ -1,7 +1,8 @@
 """Refresh the README's transcripts from a real run of scripts/quickstart.sh.
 
 Usage: python scripts/readme_transcripts.py QUICKSTART_OUTPUT_FILE
-The output is split at the "# --- branching ---" line; each part replaces the
+The output is split at the "# --- branching ---" and "# --- maintenance ---" lines;
+each part replaces the
 fenced block between the matching <!-- NAME:begin --> / <!-- NAME:end --> markers.
 """
 
@@ -16,10 +17,12 @@ def main() -> None:
     out = Path(sys.argv[1]).read_text()
     lines = [line for line in out.splitlines() if not line.startswith("setup:")]
     text = "\n".join(lines)
-    quick, _, branching = text.partition("# --- branching ---")
+    quick, _, rest = text.partition("# --- branching ---")
+    branching, _, maintenance = rest.partition("# --- maintenance ---")
     readme = Path("README.md")
     doc = readme.read_text()
-    for name, part in (("quickstart", quick), ("branching", branching)):
+    parts = (("quickstart", quick), ("branching", branching), ("maintenance", maintenance))
+    for name, part in parts:
         block = f"<!-- {name}:begin -->\n```console\n{part.strip()}\n```\n<!-- {name}:end -->"
         pattern = re.compile(rf"<!-- {name}:begin -->.*?<!-- {name}:end -->", re.S)
         if not pattern.search(doc):
