@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv and install limno (editable) with its dev dependencies.
+# Create .venv and install limno (editable) with its dev and Spark dependencies,
+# then fetch the Spark JVM jars (scripts/jars.sh, itself idempotent).
 # Idempotent: skips the install when pyproject.toml has not changed since the last one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,12 +19,14 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 
 stamp=.venv/.limno-setup
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml scripts/setup.sh scripts/jars.sh scripts/jars/pom.xml | sha256sum | cut -d' ' -f1)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  bash scripts/jars.sh
   exit 0
 fi
 echo "setup: installing limno and its dependencies into .venv" >&2
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+.venv/bin/python -m pip install --quiet -e ".[dev,spark]"
+bash scripts/jars.sh
 echo "$want" > "$stamp"
 echo "setup: done" >&2

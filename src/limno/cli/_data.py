@@ -17,7 +17,7 @@ import pyarrow as pa
 from limno.cli._main import Context
 from limno.cli._output import to_json, write_tables
 from limno.core.commits import Commit
-from limno.errors import InvalidInputError
+from limno.errors import InvalidInputError, LimnoError
 from limno.pools.records.objects import DataObject
 
 __all__ = ["COMMANDS", "parse_duration"]
@@ -71,12 +71,47 @@ def _summary(objs: Sequence[DataObject]) -> str:
     return f"{len(objs)} object(s), {rows} record(s)"
 
 
+def _engine_opts(f: F) -> F:
+    """``--engine`` and the Spark session options of ``load`` and ``query``."""
+    f = click.option(
+        "--spark-conf",
+        "spark_conf",
+        multiple=True,
+        help="KEY=VALUE Spark setting for a new session (repeatable).",
+    )(f)
+    f = click.option(
+        "--spark-master",
+        default=None,
+        help="Spark master URL (default: $LIMNO_SPARK_MASTER, else local[*]).",
+    )(f)
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "spark", "auto"]),
+        default="auto",
+        show_default=True,
+        help="Where to run: auto is Spark from $LIMNO_SPARK_THRESHOLD (1GB) of data on.",
+    )(f)
+
+
+def _spark_session(master: str | None, conf: Sequence[str]) -> Any:
+    from limno.engines.spark import session
+
+    pairs = {}
+    for pair in conf:
+        k, sep, v = pair.partition("=")
+        if not sep or not k:
+            raise InvalidInputError(f"--spark-conf expects KEY=VALUE, not {pair!r}")
+        pairs[k] = v
+    return session(master, pairs)
+
+
 @click.command()
 @_pool_opt
 @click.option("-i", "--input-format", "ifmt", type=click.Choice(INPUT_FORMATS), default=None)
 @click.option("-m", "--message", default="", help="Commit message.")
 @click.option("--author", default=None, help="Commit author (default: the current user).")
 @click.option("--meta", multiple=True, help="KEY=VALUE stored on the commit (repeatable).")
+@_engine_opts
 @click.argument("files", nargs=-1, required=True)
 @click.pass_obj
 def load(
@@ -86,14 +121,36 @@ def load(
     message: str,
     author: str | None,
     meta: Sequence[str],
+    engine: str,
+    spark_master: str | None,
+    spark_conf: Sequence[str],
     files: Sequence[str],
 ) -> None:
     """Load FILES (or - for stdin) into a branch as one commit."""
+    import os
+
+    from limno.engines.spark import use_spark
+
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    commit = pool.load(
-        list(files), ifmt, branch=branch, message=message, author=author, meta=_meta(meta)
-    )
+    size = sum(os.path.getsize(f) for f in files if f != "-" and os.path.isfile(f))
+    if use_spark(engine, size) and not (engine == "auto" and "-" in files):
+        from limno.engines.spark import load as spark_load
+
+        commit = spark_load(
+            pool,
+            list(files),
+            ifmt,
+            branch,
+            message,
+            author,
+            _meta(meta),
+            spark=_spark_session(spark_master, spark_conf),
+        )
+    else:
+        commit = pool.load(
+            list(files), ifmt, branch=branch, message=message, author=author, meta=_meta(meta)
+        )
     objs = [DataObject.from_json(a.value) for a in commit.actions]
     _done(commit, f"committed {_summary(objs)} to {pool.name}@{branch}")
 
@@ -256,14 +313,53 @@ def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> 
 
 @click.command()
 @_fmt_opt
-@click.option("--engine", type=click.Choice(["local", "auto"]), default="auto")
+@_engine_opts
 @click.argument("sql")
 @click.pass_obj
-def query(obj: Context, fmt: str | None, engine: str, sql: str) -> None:
+def query(
+    obj: Context,
+    fmt: str | None,
+    engine: str,
+    spark_master: str | None,
+    spark_conf: Sequence[str],
+    sql: str,
+) -> None:
     """SQL over pools: FROM logs, FROM "logs@dev", FROM "logs:objects", FROM ":pools"."""
-    from limno.engines.local import query as run
+    from limno.engines.spark import use_spark
 
-    write_tables([run(obj.lake(), sql)], obj.format(fmt))
+    lake = obj.lake()
+    size = _query_size(lake, sql) if engine == "auto" else 0
+    if use_spark(engine, size):
+        from limno.engines.spark import query as spark_query
+
+        table = spark_query(lake, sql, _spark_session(spark_master, spark_conf))
+    else:
+        from limno.engines.local import query as run
+
+        table = run(lake, sql)
+    write_tables([table], obj.format(fmt))
+
+
+def _query_size(lake: Any, sql: str) -> int:
+    """Bytes of the snapshots a statement names (for ``--engine auto``)."""
+    import duckdb
+
+    from limno.core.refs import parse_pool_ref
+
+    try:
+        names = duckdb.get_table_names(sql)
+    except duckdb.Error:
+        return 0
+    total = 0
+    for name in names:
+        if ":" in name:
+            continue
+        pool_name, at = parse_pool_ref(name)
+        try:
+            total += sum(o.size for o in lake.pool(pool_name).objects(at))
+        except LimnoError:
+            continue
+    return total
 
 
 @click.command()

@@ -22,6 +22,7 @@ __all__ = ["COMMANDS"]
     "--strategy", type=click.Choice(STRATEGIES), default=None, help="Override the pool's."
 )
 @click.option("-m", "--message", default="", help="Commit message.")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True)
 @click.argument("ids", nargs=-1)
 @click.pass_obj
 def compact(
@@ -29,6 +30,7 @@ def compact(
     ref: str | None,
     strategy: str | None,
     message: str,
+    engine: str,
     ids: Sequence[str],
 ) -> None:
     """Merge objects IDS (or those the strategy picks) into sorted, non-overlapping ones.
@@ -38,7 +40,7 @@ def compact(
     """
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    commit, results = pool.compact(list(ids), branch, strategy, message)
+    commit, results = pool.compact(list(ids), branch, strategy, message, engine=engine)
     if commit is None:
         click.echo(f"nothing to compact on {pool.name}@{branch}", err=True)
         return

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ from limno.core.commits import Action, Commit
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
 from limno.pools.records.objects import DataObject, lineage
-from limno.pools.records.partitions import Partition, PartitionTree, retarget
+from limno.pools.records.partitions import PartitionTree, retarget
 
 if TYPE_CHECKING:
     from limno.pools.records.pool import RecordPool
@@ -190,43 +190,80 @@ def _overlapping_runs(
     return [r for r in out if len(r) >= 2]
 
 
+#: runs merges: given (pool, groups of clipped inputs), the outputs of each group
+Runner = Callable[["RecordPool", list[list[DataObject]]], list[list[DataObject]]]
+
+
+def local_runner(pool: RecordPool, groups: list[list[DataObject]]) -> list[list[DataObject]]:
+    """Run each group's merge here, one after another."""
+    return [merge_clipped(pool, g) for g in groups]
+
+
+def spark_runner(pool: RecordPool, groups: list[list[DataObject]]) -> list[list[DataObject]]:
+    """Run each group's merge as a Spark task (see limno.engines.spark.merge_groups)."""
+    from limno.engines.spark import merge_groups
+
+    return merge_groups(pool, groups, merge_clipped)
+
+
+RUNNERS: dict[str, Runner] = {"local": local_runner, "spark": spark_runner}
+
+
 def run_jobs(
     pool: RecordPool,
     branch: str,
     jobs: Sequence[CompactionJob],
     message: str = "",
     author: str | None = None,
+    runner: Runner = local_runner,
 ) -> tuple[Commit, list[JobResult]]:
-    """Run ``jobs`` against the branch head and commit them all in one commit."""
+    """Run ``jobs`` against the branch head and commit them all in one commit.
+
+    ``runner`` does the merging (here, or as Spark tasks); everything else — which
+    rows each job reads, the outputs' metadata, the commit — happens here.
+    """
     head = pool.versioned.head(branch)
     real, tree = pool.snapshot(head)
     by_id = {o.id: o for o in real}
-    actions: list[Action] = []
-    results: list[JobResult] = []
-    refs_left: dict[str, list[str]] = {o.id: [p.id for p in tree.leaves_of(o)] for o in real}
-    touched: dict[str, DataObject] = {}
+    groups: list[list[DataObject]] = []
     for job in jobs:
         missing = [i for i in job.inputs if i not in by_id]
         if missing:
             raise InvalidInputError(f"no such object on {pool.name}@{branch}: {', '.join(missing)}")
         leaf = tree.get(job.partition)
-        inputs = [by_id[i] for i in job.inputs]
-        started = time.monotonic()
-        rows_in, outputs = _merge_leaf(pool, tree, leaf, inputs)
-        for o in inputs:
-            refs_left[o.id] = [r for r in refs_left[o.id] if r != leaf.id]
-            touched[o.id] = o
-        for out in outputs:
-            actions.append(Action("add", out.id, out.to_json()))
-        results.append(
-            JobResult(
-                job,
-                rows_in,
-                sum(o.rows for o in outputs),
-                tuple(o.id for o in outputs),
-                time.monotonic() - started,
-            )
+        inputs = sorted((by_id[i] for i in job.inputs), key=order_key)
+        groups.append(
+            [
+                dataclasses.replace(o, clip=(leaf.lo, leaf.hi))
+                for o in inputs
+                if tree.overlaps(leaf, o)
+            ]
         )
+    started = time.monotonic()
+    merged = runner(pool, groups)
+    seconds = (time.monotonic() - started) / max(1, len(jobs))
+    actions: list[Action] = []
+    results: list[JobResult] = []
+    refs_left: dict[str, list[str]] = {o.id: [p.id for p in tree.leaves_of(o)] for o in real}
+    touched: dict[str, DataObject] = {}
+    for job, outputs in zip(jobs, merged, strict=True):
+        inputs = [by_id[i] for i in job.inputs]
+        rows_in = sum(int(o.extra.get("rows_in", 0)) for o in outputs)
+        newest = max(order_key(o) for o in inputs)
+        done = []
+        for out in outputs:
+            extra = {k: v for k, v in out.extra.items() if k != "rows_in"}
+            extra["order"] = list(newest)
+            out = dataclasses.replace(
+                out, partitions=(job.partition,), extra=extra, replaces=lineage(inputs)
+            )
+            actions.append(Action("add", out.id, out.to_json()))
+            done.append(out)
+        for o in inputs:
+            refs_left[o.id] = [r for r in refs_left[o.id] if r != job.partition]
+            touched[o.id] = o
+        rows_out = sum(o.rows for o in done)
+        results.append(JobResult(job, rows_in, rows_out, tuple(o.id for o in done), seconds))
     for oid, obj in touched.items():
         actions[:0] = retarget(obj, refs_left[oid])
     commit = pool.versioned.commit(
@@ -246,33 +283,26 @@ def run_jobs(
     return commit, results
 
 
-def _merge_leaf(
-    pool: RecordPool, tree: PartitionTree, leaf: Partition, inputs: Sequence[DataObject]
-) -> tuple[int, list[DataObject]]:
-    """Merge the inputs' rows in ``leaf`` into new objects (written, not committed)."""
+def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataObject]:
+    """Merge ``inputs`` (clipped to one leaf, oldest first) into new objects with their
+    sketches: written, not committed. The rows read are reported in each output's
+    ``extra["rows_in"]`` (summed by the caller), so this works as a Spark task too.
+    """
     from limno.pools.records import _scan, _writer
 
-    clipped = []
-    for o in sorted(inputs, key=order_key):
-        if not tree.overlaps(leaf, o):
-            continue
-        clipped.append(dataclasses.replace(o, clip=(leaf.lo, leaf.hi)))
     rows_in = 0
 
     def counted() -> Iterator[pa.Table]:
         nonlocal rows_in
-        for t in _scan.scan(pool.storage, pool.id, clipped, pool.key):
+        for t in _scan.scan(pool.storage, pool.id, inputs, pool.key):
             rows_in += t.num_rows
             yield t
 
     outputs = _writer.write_sorted(
         pool.storage, pool.id, pool.iterated(counted()), pool.key, pool.config.target_size
     )
-    newest = max((order_key(o) for o in inputs), default=None)
     done = []
-    for out in outputs:
-        extra = {**dict(out.extra), "order": list(newest)} if newest else dict(out.extra)
-        out = dataclasses.replace(out, partitions=(leaf.id,), extra=extra, replaces=lineage(inputs))
+    for i, out in enumerate(outputs):
         pool.write_sketch(out)
-        done.append(out)
-    return rows_in, done
+        done.append(dataclasses.replace(out, extra={"rows_in": rows_in if i == 0 else 0}))
+    return done

@@ -478,10 +478,12 @@ class RecordPool(Branching):
         strategy: str | None = None,
         message: str = "",
         author: str | None = None,
+        engine: str = "local",
     ) -> tuple[Commit | None, list[Any]]:
         """Compact ``ids`` (merged per leaf partition), or the jobs the strategy picks.
 
         One commit for everything; (None, []) when the strategy finds nothing to do.
+        ``engine="spark"`` runs each job's merge as a Spark task.
         """
         from limno.pools.records import compaction
 
@@ -504,7 +506,10 @@ class RecordPool(Branching):
             jobs = compaction.plan_jobs(tree, objs, strategy or name, ratio, batch, ordered)
         if not jobs:
             return None, []
-        commit, results = compaction.run_jobs(self, branch, jobs, message, author)
+        if engine not in compaction.RUNNERS:
+            raise InvalidInputError(f"unknown engine {engine!r} (local or spark)")
+        runner = compaction.RUNNERS[engine]
+        commit, results = compaction.run_jobs(self, branch, jobs, message, author, runner)
         return commit, results
 
     def split(self, partition: str, branch: str = "main", at: Any = None) -> Commit | None:

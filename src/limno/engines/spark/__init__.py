@@ -1,0 +1,52 @@
+"""The Spark engine: bulk import, SQL and DataFrames over pools on Apache Spark.
+
+Everything here needs PySpark (``pip install 'limno[spark]'``) and, for an S3
+lake, the jars ``scripts/jars.sh`` fetches. The session is ``local[*]`` unless
+``LIMNO_SPARK_MASTER`` (or an argument) names another master; see
+:func:`session`.
+
+Python API::
+
+    from limno.engines import spark as ls
+
+    df = ls.read("logs@main", lake="/tmp/lake")            # a snapshot as a DataFrame
+    df = ls.read("logs", start=100, end=200, lake=...)     # a key range, objects pruned
+    commit = ls.write(df, "logs@dev", lake=...)            # one atomic commit
+    ls.query(lake, 'SELECT level, count(*) FROM "logs@dev" GROUP BY level')  # Arrow
+    ls.sql(lake, "SELECT ...")                             # the same, as a DataFrame
+    ls.load("logs", ["big.ndjson.gz"], lake=...)           # bulk import of files
+
+Modules: :mod:`._session` (sessions, jars, s3a), :mod:`._types` (Arrow and
+Spark types), :mod:`._read` (snapshots as native Parquet scans), :mod:`._write`
+(bulk import of DataFrames, compaction tasks), :mod:`._load` (bulk import of
+files, the ``auto`` engine choice), :mod:`._query` (SQL).
+"""
+
+from __future__ import annotations
+
+from ._load import load, use_spark
+from ._query import query, sql, table
+from ._read import frame, read, scan
+from ._session import hadoop_uri, jars, jars_dir, session, spark_conf
+from ._write import commit_objects, merge_groups, merge_sorted_objects, write, write_objects
+
+__all__ = [
+    "commit_objects",
+    "frame",
+    "hadoop_uri",
+    "jars",
+    "jars_dir",
+    "load",
+    "merge_groups",
+    "merge_sorted_objects",
+    "query",
+    "read",
+    "scan",
+    "session",
+    "spark_conf",
+    "sql",
+    "table",
+    "use_spark",
+    "write",
+    "write_objects",
+]

@@ -1,0 +1,261 @@
+"""The SparkSession limno runs on, and how Spark tasks reach the lake.
+
+:func:`session` creates (or reuses) a SparkSession: ``local[*]`` unless a master
+URL is given, by argument or ``LIMNO_SPARK_MASTER``; extra Spark conf comes from
+the ``conf`` argument and from ``LIMNO_SPARK_CONF`` (``k=v`` pairs separated by
+newlines or ``;``). The JVM jars the pipeline needs (hadoop-aws and its AWS SDK
+bundle for ``s3a://``) are local jars fetched by ``scripts/jars.sh``; they are
+passed with ``spark.jars``, never downloaded by Spark at run time.
+
+Spark reads data objects natively through Hadoop file systems (``file://`` for a
+local lake, ``s3a://`` for an S3 lake), while limno's own code in Spark tasks
+(writing objects, reading inputs) opens the lake through :mod:`limno.storage`. A
+:class:`LakeSpec` carries what a task needs for that: the lake URI and the
+driver's ``AWS_*`` settings at the time the job was planned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from limno.errors import InvalidInputError, LimnoError, NotFoundError
+from limno.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "LakeSpec",
+    "hadoop_uri",
+    "jars",
+    "jars_dir",
+    "session",
+    "spark_conf",
+    "translate_errors",
+]
+
+#: Spark settings limno applies to the sessions it creates (the caller's conf wins)
+DEFAULT_CONF: dict[str, str] = {
+    "spark.app.name": "limno",
+    # identical answers on every machine: timestamps render and convert in UTC
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.log.level": "ERROR",
+}
+
+
+def jars_dir() -> Path:
+    """Where ``scripts/jars.sh`` put the jars.
+
+    ``LIMNO_SPARK_JARS_DIR``, else ``.cache/jars`` of the source checkout this
+    module lives in (an editable install), else ``~/.cache/limno/jars``.
+    """
+    env = os.environ.get("LIMNO_SPARK_JARS_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "scripts" / "jars.sh").exists():
+            return parent / ".cache" / "jars"
+    return Path("~/.cache/limno/jars").expanduser()
+
+
+def jars() -> list[str]:
+    """The local jars passed to Spark (``spark.jars``), sorted; empty when not fetched."""
+    return sorted(glob.glob(str(jars_dir() / "*.jar")))
+
+
+def _env_conf() -> dict[str, str]:
+    text = os.environ.get("LIMNO_SPARK_CONF", "")
+    out: dict[str, str] = {}
+    for part in re.split(r"[;\n]", text):
+        part = part.strip()
+        if not part:
+            continue
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip():
+            raise InvalidInputError(f"LIMNO_SPARK_CONF: expected key=value, not {part!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def s3a_conf(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Hadoop ``fs.s3a`` settings from the ``AWS_*`` variables limno's storage also uses.
+
+    With ``AWS_ENDPOINT_URL`` (an S3-compatible server) requests are path-style, and
+    plain ``http://`` turns TLS off. Hadoop 3.4's AWS SDK v2 bundle (2.29) sends no
+    default integrity checksums; newer SDKs (2.30+) do, which S3-compatible servers
+    may reject, so the SDK is told to compute checksums only when an operation
+    requires one (``aws.requestChecksumCalculation=when_required`` in the JVM options
+    of the driver and executors, see :func:`spark_conf`).
+    """
+    env = os.environ if env is None else env
+    out: dict[str, str] = {}
+    key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
+    if key and secret:
+        out["spark.hadoop.fs.s3a.access.key"] = key
+        out["spark.hadoop.fs.s3a.secret.key"] = secret
+        token = env.get("AWS_SESSION_TOKEN")
+        if token:
+            out["spark.hadoop.fs.s3a.session.token"] = token
+            provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        else:
+            provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        out["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if region:
+        out["spark.hadoop.fs.s3a.endpoint.region"] = region
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        out["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        out["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        if endpoint.startswith("http://"):
+            out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
+    return out
+
+
+_JVM_CHECKSUM_OPTS = (
+    "-Daws.requestChecksumCalculation=when_required -Daws.responseChecksumValidation=when_required"
+)
+
+
+def spark_conf(master: str | None = None, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The full conf of a session limno creates: defaults, jars, s3a, env, then ``conf``."""
+    out = dict(DEFAULT_CONF)
+    out["spark.master"] = master or os.environ.get("LIMNO_SPARK_MASTER") or "local[*]"
+    # executors (and standalone workers) run the same interpreter, with limno importable
+    out["spark.pyspark.python"] = sys.executable
+    out["spark.pyspark.driver.python"] = sys.executable
+    found = jars()
+    if found:
+        out["spark.jars"] = ",".join(found)
+    out["spark.driver.extraJavaOptions"] = _JVM_CHECKSUM_OPTS
+    out["spark.executor.extraJavaOptions"] = _JVM_CHECKSUM_OPTS
+    out.update(s3a_conf())
+    out.update(_env_conf())
+    out.update(conf or {})
+    return out
+
+
+def session(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+) -> SparkSession:
+    """The SparkSession to run on: ``spark`` if given, else the running one, else a new one.
+
+    A running session (the user's own, or one limno made before) is reused as it
+    is; runtime settings in ``conf`` are applied to it. A new session gets
+    :func:`spark_conf`.
+    """
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError as e:  # pragma: no cover - pyspark is an optional dependency
+        raise InvalidInputError("the Spark engine needs PySpark: pip install 'limno[spark]'") from e
+    if spark is not None:
+        return spark
+    if SparkContext._active_spark_context is not None:
+        active = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        for k, v in (conf or {}).items():
+            with contextlib.suppress(Exception):
+                active.conf.set(k, v)
+        return active
+    # PySpark takes the executors' interpreter from the environment of the driver
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for k, v in spark_conf(master, conf).items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def hadoop_uri(storage: Storage, path: str) -> str:
+    """The Hadoop URI Spark reads a lake object at (``file://`` or ``s3a://``)."""
+    local = storage.local_path(path)
+    if local is not None:
+        return "file://" + local
+    uri = storage.uri
+    if uri.startswith("s3://"):
+        return "s3a://" + uri[len("s3://") :].rstrip("/") + "/" + path
+    raise InvalidInputError(
+        f"the Spark engine cannot read a lake at {uri} (use a local path or s3://)"
+    )
+
+
+#: environment variables a task copies from the driver before it opens the lake
+_TASK_ENV = re.compile(r"^AWS_")
+
+
+@dataclass(frozen=True)
+class LakeSpec:
+    """What a Spark task needs to open the lake with :mod:`limno.storage`."""
+
+    uri: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, storage: Storage) -> LakeSpec:
+        if storage.uri.startswith("memory://"):
+            raise InvalidInputError("the Spark engine cannot use a memory:// lake")
+        env = {k: v for k, v in os.environ.items() if _TASK_ENV.match(k)}
+        return cls(storage.uri, env)
+
+    def open(self) -> Storage:
+        os.environ.update(self.env)
+        return open_storage(self.uri)
+
+
+# -- errors raised inside Spark tasks ----------------------------------------------------
+
+_TASK_ERROR = re.compile(
+    r"limno\.errors\.(\w+Error): (.*?)(?:\n|$)",
+)
+
+
+def task_error(e: BaseException) -> LimnoError | None:
+    """The limno error a failed Spark job carries from a Python task, if any."""
+    import limno.errors as errors
+
+    text = str(e)
+    for m in _TASK_ERROR.finditer(text):
+        cls: Any = getattr(errors, m.group(1), None)
+        if isinstance(cls, type) and issubclass(cls, LimnoError):
+            return cls(m.group(2).strip())
+    return None
+
+
+@contextlib.contextmanager
+def translate_errors(what: str) -> Iterator[None]:
+    """Re-raise a Spark job failure as the limno error a task raised (or InvalidInputError
+    for SQL analysis errors); anything else passes through."""
+    try:
+        yield
+    except LimnoError:
+        raise
+    except Exception as e:
+        from pyspark.errors import AnalysisException, PySparkException
+
+        found = task_error(e)
+        if found is not None:
+            raise found from e
+        if isinstance(e, AnalysisException):
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise InvalidInputError(f"{what}: {first}") from e
+        if isinstance(e, PySparkException) and "FileNotFoundException" in str(e):
+            raise NotFoundError(f"{what}: a data object is missing ({_first_line(e)})") from e
+        raise
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
