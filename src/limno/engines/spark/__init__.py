@@ -18,8 +18,10 @@ Python API::
 
 Modules: :mod:`._session` (sessions, jars, s3a), :mod:`._types` (Arrow and
 Spark types), :mod:`._read` (snapshots as native Parquet scans), :mod:`._write`
-(bulk import of DataFrames, compaction tasks), :mod:`._load` (bulk import of
-files, the ``auto`` engine choice), :mod:`._query` (SQL).
+(bulk import of DataFrames, compaction tasks), :mod:`._native` (bulk import
+written by Spark's own Parquet writer, then described and published),
+:mod:`._load` (bulk import of files, the ``auto`` engine choice), :mod:`._query`
+(SQL).
 """
 
 from __future__ import annotations

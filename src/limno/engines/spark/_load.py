@@ -7,8 +7,10 @@ input file, and staged as Parquet parts under ``<pool-id>/data/`` (named
 like any other uncommitted object). The parts are then read back as one DataFrame
 under their unified schema (:func:`._read.frame`, a native Parquet scan) and bulk
 imported by :func:`._write.write_objects`: range-partitioned by the pool key,
-sorted, one commit from the driver. The staged parts are deleted at the end,
-whatever happens.
+sorted (ties in input order: each row's staged part and row number break them),
+written by Spark's own Parquet writer where it stores exactly what limno's writer
+would (:mod:`._native`; else by limno's writer in tasks), one commit from the
+driver. The staged parts are deleted at the end, whatever happens.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ def load(
     lake: Lake | str | None = None,
     spark: SparkSession | None = None,
     partitions: int | None = None,
+    native: bool = True,
     _hook: ObjectHook | None = None,
 ) -> Commit:
     """Load input files into ``pool@branch`` on Spark as one commit (see the module doc)."""
@@ -117,6 +120,7 @@ def load(
             source="input",
             tiebreak=(OBJ_COL, ROW_COL),
             check_schema=False,  # checked as the inputs were read
+            native=native,
             _hook=_hook,
         )
     finally:

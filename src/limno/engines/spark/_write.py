@@ -1,19 +1,34 @@
 """Writing DataFrames as data objects: bulk import on Spark, one commit from the driver.
 
-The plan (Sleeper's bulk import): range-partition the rows by the pool key
-(Spark samples the key to choose the ranges), sort each partition by the key, and
-let each task write its sorted range as data objects with limno's own writer
+The plan (Sleeper's bulk import): range-partition the rows by the pool key and
+sort each partition by the key in limno's order (descending fields, NaN after
+numbers, keyless rows last; ties in input order for loads, and for DataFrames
+where asked or where the pool has iterators). The range bounds come from a sample
+of the key columns only (:func:`sample_bounds`, ordered by limno), cut again at
+every leaf partition's lower bound so that each range lies in one leaf; rows reach
+their range through a binary search of ``CASE`` expressions (``repartitionById``).
+(Without a row estimate Spark's own range partitioner samples instead.) Then, by
+default, Spark's own Parquet writer writes each sorted range and a second, light
+job turns each file into a data object (metadata from its key columns, a key
+sketch, a KSUID name): see :mod:`._native`. No row is copied from the JVM to
+Python.
+
+When Spark cannot store exactly what limno would (some types, a typed pool
+schema, a non-UTC session time zone with timestamps...), or with
+``native=False``, each task instead hands its sorted range to limno's own writer
 (:func:`~limno.pools.records._writer.write_sorted`: KSUID names, small row groups
 with statistics and a page index, objects cut at the pool's target size, the
-metadata of each: rows, size, min/max key, keyless count, Arrow schema). A task
-returns only its objects' metadata; the driver collects it and makes exactly one
-commit. Until then nothing is visible:
+metadata of each: rows, size, min/max key, keyless count, Arrow schema).
+
+Either way tasks return only metadata; the driver collects it and makes exactly
+one commit. Until then nothing is visible:
 
 * a failed task attempt deletes what it uploaded (best effort), and its output
   never reaches the driver: Spark hands the driver one successful attempt per
-  partition, so objects of failed or speculative attempts are never referenced;
-* a failed or killed job commits nothing; objects it did upload are unreferenced
-  and vacuum reclaims them after the grace period.
+  partition (and its job commit protocol publishes only those attempts' files),
+  so objects of failed or speculative attempts are never referenced;
+* a failed or killed job commits nothing; what it did upload is unreferenced,
+  under the pool's data prefix, and vacuum reclaims it after the grace period.
 
 Keyless records (a key field missing or null) sort after every keyed record, so
 they land in the last range(s), at the end of their objects, as limno expects.
@@ -23,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -47,6 +63,7 @@ __all__ = [
     "commit_objects",
     "merge_groups",
     "merge_sorted_objects",
+    "sample_bounds",
     "sorted_by_key",
     "write",
     "write_objects",
@@ -62,6 +79,10 @@ _OUT = "object string"
 
 #: hidden column: the index of a row's leaf partition (bulk import honours leaves)
 LEAF_COL = "__limno_leaf"
+#: hidden column: a row's position in the DataFrame (ties keep the input order)
+SEQ_COL = "__limno_seq"
+
+log = logging.getLogger("limno.spark")
 
 
 def _arrow_key_schema(df: DataFrame) -> pa.Schema:
@@ -77,35 +98,176 @@ def sorted_by_key(
     partitions: int,
     leaves: Sequence[Any] = (),
     tiebreak: Sequence[str] = (),
+    bounds: Sequence[tuple[Any, ...]] | None = None,
 ) -> DataFrame:
     """``df`` range-partitioned into ``partitions`` ranges of the key, each sorted.
 
-    With the pool's leaf partitions (``leaves``, in key order, more than one) a
-    hidden column :data:`LEAF_COL` holds each row's leaf index and leads the
-    order, so a task's stream changes leaf only at a leaf boundary. ``tiebreak``
-    columns order rows with equal keys (a load keeps its input order).
+    With ``bounds`` (from :func:`sample_bounds`: ascending in the pool's order) the
+    ranges are cut there and at the lower bound of every leaf partition of
+    ``leaves`` (in key order), so that no range straddles two leaves; rows go to
+    their range by a comparison tree (``repartitionById``). Without, Spark's range
+    partitioner samples the key itself; with more than one leaf a hidden column
+    :data:`LEAF_COL` then holds each row's leaf index and leads the order, so a
+    task's stream changes leaf only at a leaf boundary. ``tiebreak`` columns order
+    rows with equal keys (a load keeps its input order).
     """
     from pyspark.sql import functions as F
-
-    from ._read import _compare
 
     schema = _arrow_key_schema(df)
     cols = key_columns(key, schema)
     keyless = _any_null(cols)
     order: list[Column] = []
-    if len(leaves) > 1:
+    cuts: list[tuple[Any, ...]] | None = None
+    if bounds is not None:
+        cuts = _cuts(key, bounds, [tuple(leaf.lo) for leaf in leaves[1:]])
+    elif len(leaves) > 1:
         index: Column = F.lit(0)
         for leaf in leaves[1:]:
-            index = index + F.when(_compare(cols[:1], key, tuple(leaf.lo), schema), 1).otherwise(0)
+            at_or_after = _at_or_after(cols[:1], key, tuple(leaf.lo), schema)
+            index = index + F.when(at_or_after, 1).otherwise(0)
         df = df.withColumn(LEAF_COL, F.when(keyless, len(leaves) - 1).otherwise(index))
         order.append(F.col(LEAF_COL).asc())
-    order.append(keyless.asc())
-    # keyless records tie on the key (PoolKey.key_table nulls every field of them)
-    for c, f in zip([F.when(~keyless, c) for c in cols], key.fields, strict=True):
+    # Keyless records sort after every keyed one and tie with each other (PoolKey.key_table
+    # nulls every field of them): with one field that is "nulls last"; with more, every
+    # field of a keyless record is nulled. The first field leads the order as it is, so
+    # Spark's sort compares it by its prefix (fast, a radix sort) rather than row by row.
+    fields = cols if len(cols) == 1 else [F.when(~keyless, c) for c in cols]
+    for c, f in zip(fields, key.fields, strict=True):
+        if f.descending and _floating(schema, f.path):
+            # Arrow puts NaN after every number in both directions, Spark first when
+            # descending: numbers, then NaN, then nulls
+            order.append(F.when(c.isNull(), 2).when(F.isnan(c), 1).otherwise(0).asc())
         order.append(c.desc_nulls_last() if f.descending else c.asc_nulls_last())
     # equal keys never straddle two ranges: ties are broken only within a range
     ties = [F.col(name).asc() for name in tiebreak]
-    return df.repartitionByRange(partitions, *order).sortWithinPartitions(*order, *ties)
+    if cuts is not None:
+        # keyless records after every range: in the last one
+        index = F.when(keyless, len(cuts)).otherwise(_range_index(cols, key, cuts, schema))
+        parted = df.repartitionById(len(cuts) + 1, index)
+    else:
+        parted = df.repartitionByRange(partitions, *order)
+    return parted.sortWithinPartitions(*order, *ties)
+
+
+def _cuts(
+    key: PoolKey, bounds: Sequence[tuple[Any, ...]], leaf_bounds: Sequence[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """The range boundaries: ``bounds`` and the leaves' lower bounds, in key order, once."""
+    out: list[tuple[Any, ...]] = []
+    for b in sorted([*bounds, *leaf_bounds], key=key.sort_key):
+        if not out or key.sort_key(out[-1]) != key.sort_key(b):
+            out.append(b)
+    return out
+
+
+def _range_index(
+    cols: Sequence[Column], key: PoolKey, cuts: Sequence[tuple[Any, ...]], schema: pa.Schema
+) -> Column:
+    """The number of ``cuts`` a keyed row is at or after: a binary search (a tree of
+    ``CASE`` expressions, so a row makes about log2(len(cuts)) comparisons)."""
+    from pyspark.sql import functions as F
+
+    def node(lo: int, hi: int) -> Column:  # the index lies in [lo, hi]
+        if lo == hi:
+            return F.lit(lo)
+        mid = (lo + hi + 1) // 2
+        after = _at_or_after(cols, key, cuts[mid - 1], schema)
+        return F.when(after, node(mid, hi)).otherwise(node(lo, mid - 1))
+
+    return node(0, len(cuts))
+
+
+def _at_or_after(
+    cols: Sequence[Column], key: PoolKey, bound: tuple[Any, ...], schema: pa.Schema
+) -> Column:
+    """``key[:len(bound)] >= bound`` in the pool's order for keyed rows (per-field
+    directions; NaN after every number in both directions, like Arrow)."""
+    from pyspark.sql import functions as F
+
+    from ._read import _field_type, _lit
+
+    result: Column = F.lit(True)
+    for i in reversed(range(min(len(bound), len(cols)))):
+        f, c = key.fields[i], cols[i]
+        v = _lit(bound[i], _field_type(schema, f.path))
+        after = c < v if f.descending else c > v
+        if f.descending and _floating(schema, f.path):
+            after = F.isnan(c) | after
+        result = after | ((c == v) & result)
+    return result
+
+
+def _floating(schema: pa.Schema, path: Sequence[str]) -> bool:
+    from ._read import _field_type
+
+    typ = _field_type(schema, path)
+    return typ is not None and bool(pa.types.is_floating(typ))
+
+
+#: most key ranges limno samples the bounds of itself (beyond: Spark's range partitioner)
+MAX_SAMPLED_RANGES = 512
+#: keys sampled per range (Spark's range partitioner: 100, oversampled 3 times) ...
+SAMPLE_PER_RANGE = 300
+#: ... and in all, at least and at most
+SAMPLE_MIN, SAMPLE_MAX = 3000, 1_000_000
+SAMPLE_SEED = 0x5EED
+
+
+def sample_bounds(df: DataFrame, key: PoolKey, partitions: int) -> list[tuple[Any, ...]] | None:
+    """Bounds of ``partitions`` key ranges of about equal rows, from a sample of the key.
+
+    Like Spark's range partitioner, but the sample reads the key columns only, and
+    its keys are ordered by limno (descending fields, NaN after numbers). None when
+    Spark has no row estimate for ``df`` (then its own range partitioner samples).
+    """
+    from limno.pools.records.keys import KeyField
+    from limno.pools.records.keys import PoolKey as PoolKeyCls
+
+    if partitions <= 1:
+        return []
+    rows = estimated_rows(df)
+    if rows is None:
+        return None
+    want = min(SAMPLE_MAX, max(SAMPLE_MIN, SAMPLE_PER_RANGE * partitions))
+    cols = key_columns(key, _arrow_key_schema(df))
+    names = [f"k{i}" for i in range(len(cols))]
+    sample = df.select(*[c.alias(n) for c, n in zip(cols, names, strict=True)])
+    if want < rows:
+        sample = sample.sample(fraction=want / rows, seed=SAMPLE_SEED)
+    table = sample.toArrow()
+    flat = PoolKeyCls(
+        tuple(KeyField((n,), f.descending) for n, f in zip(names, key.fields, strict=True))
+    )
+    keyed = table.filter(flat.keyed_mask(table))
+    if not keyed.num_rows:
+        return []
+    keyed = keyed.take(flat.sort_indices(keyed))
+    keys = flat.key_table(keyed)
+    out: list[tuple[Any, ...]] = []
+    for i in range(1, partitions):
+        b = flat.row_key(keys, i * keyed.num_rows // partitions)
+        if b is None or any(isinstance(v, float) and v != v for v in b):
+            continue  # NaN sorts after every number: not a useful bound
+        if not out or key.sort_key(out[-1]) != key.sort_key(b):
+            out.append(b)
+    return out
+
+
+def estimated_rows(df: DataFrame) -> int | None:
+    """Spark's estimate of the DataFrame's rows: its row count where the plan has one,
+    else its estimated size over the row size of its schema (None when neither)."""
+    try:
+        stats = df._jdf.queryExecution().optimizedPlan().stats()
+        count = stats.rowCount()
+        if count.isDefined():
+            return max(0, int(str(count.get())))
+        size = int(str(stats.sizeInBytes()))
+        width = int(df._jdf.schema().defaultSize())
+    except Exception:
+        return None
+    if not 0 < size < 2**62:
+        return None
+    return max(1, size // max(1, width))
 
 
 def _any_null(cols: Sequence[Column]) -> Column:
@@ -160,6 +322,8 @@ def write_objects(
     source: str = "<dataframe>",
     tiebreak: Sequence[str] = (),
     check_schema: bool = True,
+    native: bool = True,
+    keep_order: bool | None = None,
     _hook: ObjectHook | None = None,
 ) -> list[DataObject]:
     """Write ``df`` as sorted, non-overlapping data objects of ``pool`` (uncommitted).
@@ -167,31 +331,74 @@ def write_objects(
     Returns the objects in key order. ``partitions`` fixes the number of key
     ranges (default: from Spark's size estimate and the pool's target size). When
     ``branch`` has leaf partitions, every object lies in one leaf and references it.
+    Rows with equal keys are stored in the order of the ``tiebreak`` columns
+    (which are not stored), else with ``keep_order`` in their order in ``df``
+    (partition by partition), else in no particular order, like Spark's own sort.
+    ``keep_order=None`` keeps the order only in pools with iterators, where the
+    newest of equal keys wins. Keeping it costs Spark's radix sort (about 15%).
+
+    With ``native`` (the default) Spark writes the sorted ranges as Parquet itself
+    (:mod:`._native`: one object per range) whenever that stores exactly what
+    limno's writer would; otherwise, or with ``native=False``, each task hands its
+    rows to limno's Python writer (objects cut at the pool's target size).
     """
+    from pyspark.sql import functions as F
+
+    from . import _native
+
     spark = session(spark=spark)
     key = pool.key
     _check_key_types(df, key)
     leaves: list[Any] = []
+    tree: Any = None
     if branch is not None and hasattr(pool, "partitions"):
         tree = pool.partitions(branch)
         leaves = list(tree.leaves()) if tree.stored else []
     n = partitions or _partitions(df, pool.config.target_size, spark)
-    ordered = sorted_by_key(df, key, n, leaves, tiebreak)
+    data_schema = df.drop(*tiebreak).schema if tiebreak else df.schema
+    bounds = None
+    if n + len(leaves) <= MAX_SAMPLED_RANGES and hasattr(df, "repartitionById"):
+        with translate_errors("spark write"):
+            bounds = sample_bounds(df, key, n)
+    if keep_order is None:  # where the order of equal keys decides what a read returns
+        keep_order = bool(pool.config.settings.get("iterators"))
+    if not tiebreak and keep_order:
+        df = df.withColumn(SEQ_COL, F.monotonically_increasing_id())
+        tiebreak = (SEQ_COL,)
+    ordered = sorted_by_key(df, key, n, leaves, tiebreak, bounds)
+    # rows carry their leaf index, or else every range lies in one leaf
+    leaf_col = LEAF_COL if LEAF_COL in ordered.columns else None
+    leaf_ids = [leaf.id for leaf in leaves] if leaf_col else []
+    if native:
+        reason = _native.unsupported(data_schema, pool, spark, check_schema)
+        if reason is None:
+            try:
+                objs = _native.write_native(
+                    ordered,
+                    data_schema,
+                    pool,
+                    spark,
+                    drop=tiebreak,
+                    leaf_col=leaf_col,
+                    leaf_ids=leaf_ids,
+                    hook=_hook,
+                )
+                return _in_leaves(objs, tree, leaf_col)
+            except _native.SchemaMismatch as e:
+                reason = str(e)
+        log.info("spark write: limno's writer instead of Spark's (%s)", reason)
     hidden = [*tiebreak, LEAF_COL]
     spec = LakeSpec.of(pool.storage)
     pool_id, target_size = pool.id, pool.config.target_size
     typed = pool.schema if check_schema else None
-    leaf_ids = [leaf.id for leaf in leaves]
 
     def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import dataclasses
         import itertools
 
-        from limno.lake import Lake
         from limno.pools.records._writer import write_sorted
 
         store = spec.open()
-        rp = Lake(store).pool(pool_id)
 
         def pieces() -> Iterator[tuple[int, pa.Table]]:
             rows = 0
@@ -199,7 +406,7 @@ def write_objects(
                 if not batch.num_rows:
                     continue
                 table = pa.Table.from_batches([batch])
-                if len(leaf_ids) > 1:
+                if leaf_col is not None:
                     ids = table.column(LEAF_COL).to_numpy()
                     cuts = [0, *(i + 1 for i in range(len(ids) - 1) if ids[i] != ids[i + 1])]
                     bounds = [*cuts, len(ids)]
@@ -223,8 +430,6 @@ def write_objects(
                     made = [dataclasses.replace(o, partitions=(leaf_ids[leaf],)) for o in made]
                 objs += made
             for o in objs:
-                if hasattr(rp, "write_sketch"):
-                    rp.write_sketch(o)
                 if _hook is not None:
                     _hook(o)
         except BaseException:
@@ -237,7 +442,22 @@ def write_objects(
 
     with translate_errors("spark write"), _batch_rows(spark, WRITE_BATCH_ROWS):
         rows = ordered.mapInArrow(task, _OUT).collect()
-    return [DataObject.from_json(json.loads(r[0])) for r in rows]
+    objs = [DataObject.from_json(json.loads(r[0])) for r in rows]
+    return _in_leaves(objs, tree, leaf_col)
+
+
+def _in_leaves(objs: list[DataObject], tree: Any, leaf_col: str | None) -> list[DataObject]:
+    """Objects of ranges cut at the leaves' bounds, each pointed at its leaf."""
+    import dataclasses
+
+    if leaf_col is not None or tree is None or not tree.stored:
+        return objs  # referenced by the leaf index their rows carried (or no leaves)
+    leaves = tree.leaves()
+    out = []
+    for o in objs:
+        refs = tuple(p.id for p in leaves if tree.overlaps(p, o))
+        out.append(dataclasses.replace(o, partitions=refs))
+    return out
 
 
 #: rows per Arrow batch Spark hands a writing task (Spark's default, 10,000, costs
@@ -260,11 +480,9 @@ def _batch_rows(spark: SparkSession, n: int) -> Iterator[None]:
 
 
 def _delete(store: Any, pool_id: str, objs: Sequence[DataObject]) -> None:
-    from limno.pools.records.objects import data_path
+    from ._native import delete_objects
 
-    for o in objs:
-        with contextlib.suppress(Exception):  # best effort: vacuum reclaims what is left
-            store.delete(data_path(pool_id, o.id))
+    delete_objects(store, pool_id, objs)  # best effort: vacuum reclaims what is left
 
 
 def write(
@@ -278,17 +496,32 @@ def write(
     lake: Lake | str | None = None,
     partitions: int | None = None,
     spark: SparkSession | None = None,
+    native: bool = True,
+    keep_order: bool | None = None,
     _hook: ObjectHook | None = None,
 ) -> Commit:
     """Write a DataFrame to ``pool@branch`` as one atomic commit (default branch ``main``).
 
     ``pool`` is a :class:`~limno.pools.records.pool.RecordPool` or a name
     (``"logs"``, ``"logs@dev"``) of the lake ``lake`` (default: ``LIMNO_LAKE``).
+    ``native=False`` writes the objects with limno's Python writer even where
+    Spark's own Parquet writer could; ``keep_order`` stores rows with equal keys in
+    the DataFrame's order (default: only in pools with iterators). See
+    :func:`write_objects`.
     """
     rp, named = open_pool(pool, lake)
     branch = branch or named or "main"
     rp.versioned.head(branch)  # a missing branch fails before any work
-    objs = write_objects(df, rp, branch=branch, partitions=partitions, spark=spark, _hook=_hook)
+    objs = write_objects(
+        df,
+        rp,
+        branch=branch,
+        partitions=partitions,
+        spark=spark,
+        native=native,
+        keep_order=keep_order,
+        _hook=_hook,
+    )
     if not objs:
         raise InvalidInputError("no records to load")
     return commit_objects(rp, branch, objs, message=message, author=author, meta=meta)
