@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help setup quickstart test lint fast clean
+.PHONY: help setup quickstart test lint fast clean bench bench-quick
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -21,9 +21,15 @@ fast: setup ## the test suite without slow, spark and kafka tests
 	$(BIN)/pytest -m "not slow and not spark and not kafka"
 
 lint: setup ## ruff and mypy
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+
+bench: setup ## the benchmark suite, limno beside its peers (a few minutes; bench/results/)
+	$(BIN)/python -m bench
+
+bench-quick: setup ## the benchmark suite at tiny sizes (a smoke run, well under a minute)
+	$(BIN)/python -m bench --quick
 
 clean: ## remove the virtualenv, caches and the quickstart lake
 	rm -rf $(VENV) .cache quickstart-lake .pytest_cache .mypy_cache .ruff_cache

@@ -69,36 +69,69 @@ def test_compaction_of_files_referenced_by_several_partitions(tmp_path: Path) ->
     lake_dir = str(tmp_path / "lake")
     lake = _sleeper_pool(lake_dir)
     pool = lake.pool("s")
-    assert pool.split("root", at="row-50") is not None
-    left, right = pool.partitions().leaves()
+    # objects loaded before the split straddle it
     pool.load([pa.table({"key": ["row-10", "row-60"], "value": [1000, 1001]})])
-    before = pool.scan()
-    # compact only the left leaf: both objects straddle; they keep their right share
-    objs = pool.snapshot()[0]
-    commit, results = pool.compact([o.id for o in objs])
-    assert commit is not None
-    assert {r.job.partition for r in results} == {left.id, right.id}
-    assert pool.scan().equals(before)
-    # now: two outputs, one per leaf, each referenced by its own leaf only
-    objs, tree = pool.snapshot()
-    assert sorted(tuple(p.id for p in tree.leaves_of(o)) for o in objs) == sorted(
-        [(left.id,), (right.id,)]
-    )
-    # compact one leaf's share of a straddling object: the object stays, clipped
     pool.load([pa.table({"key": ["row-20", "row-70"], "value": [1, 2]})])
     pool.load([pa.table({"key": ["row-21", "row-71"], "value": [3, 4]})])
+    small = [o.id for o in pool.snapshot()[0] if o.rows == 2]
+    assert pool.split("root", at="row-50") is not None
+    left, right = pool.partitions().leaves()
+    objs, tree = pool.snapshot()
+    assert all(tree.leaves_of(o) == [left, right] for o in objs)
+    # compact one leaf's share of two straddling objects: the objects stay, clipped
     before = pool.scan()
-    straddling = [o.id for o in pool.snapshot()[0] if len(pool.partitions().leaves_of(o)) == 2]
-    assert len(straddling) == 2
     from limno.pools.records.compaction import CompactionJob, run_jobs
 
-    run_jobs(pool, "main", [CompactionJob("j1", left.id, tuple(straddling))])
+    run_jobs(pool, "main", [CompactionJob("j1", left.id, tuple(small[1:]))])
     objs, tree = pool.snapshot()
-    clipped = [o for o in objs if o.id in straddling]
+    clipped = [o for o in objs if o.id in small[1:]]
     assert len(clipped) == 2 and all(tree.leaves_of(o) == [right] for o in clipped)
     assert pool.scan().equals(before)
     assert pool.get(["row-20"]).column("value").to_pylist() == [20, 1]
     assert pool.get(["row-70"]).column("value").to_pylist() == [70, 2]
+    # compact everything: jobs in both leaves, outputs referenced by their own leaf only
+    commit, results = pool.compact([o.id for o in objs])
+    assert commit is not None
+    assert {r.job.partition for r in results} == {left.id, right.id}
+    assert pool.scan().equals(before)
+    objs, tree = pool.snapshot()
+    assert sorted(tuple(p.id for p in tree.leaves_of(o)) for o in objs) == sorted(
+        [(left.id,), (right.id,)]
+    )
+    assert list(lake.verify()) == []
+
+
+def test_loads_write_one_object_per_leaf_partition(tmp_path: Path) -> None:
+    lake = _sleeper_pool(str(tmp_path / "lake"))
+    pool = lake.pool("s")
+    pool.split("root", at="row-50")
+    left, right = pool.partitions().leaves()
+    pool.split(right.id, at="row-75")
+    leaves = pool.partitions().leaves()
+    assert len(leaves) == 3
+    keys = ["row-99", "row-05", "row-75", "row-50", "row-49", "row-74"]
+    commit = pool.load([pa.table({"key": keys, "value": list(range(6))})])
+    added = [a.key for a in commit.actions if a.op == "add"]
+    objs, tree = pool.snapshot()
+    new = sorted((o for o in objs if o.id in added), key=lambda o: o.min_key or ())
+    # one object per leaf, cut exactly at the leaves' bounds, each referencing its leaf
+    assert [(o.min_key, o.max_key) for o in new] == [
+        (("row-05",), ("row-49",)),
+        (("row-50",), ("row-74",)),
+        (("row-75",), ("row-99",)),
+    ]
+    assert [tree.leaves_of(o) for o in new] == [[leaf] for leaf in leaves]
+    assert [o.partitions for o in new] == [(leaf.id,) for leaf in leaves]
+    # a staged add is cut the same way; keyless rows go to the last leaf
+    staged = pool.add([pa.table({"key": ["row-00", None, "row-60"], "value": [7, 8, 9]})])
+    assert [(o.min_key, o.keyless) for o in staged] == [
+        (("row-00",), 0),
+        (("row-60",), 0),
+        (None, 1),
+    ]
+    assert [o.partitions for o in staged] == [(leaf.id,) for leaf in leaves]
+    pool.commit()
+    assert pool.scan().num_rows == 100 + 6 + 3
     assert list(lake.verify()) == []
 
 
@@ -151,7 +184,8 @@ def test_compact_cli_and_errors(tmp_path: Path) -> None:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     loads=st.lists(st.lists(st.integers(0, 60), min_size=1, max_size=30), min_size=2, max_size=6),
-    splits=st.lists(st.integers(1, 59), max_size=3),
+    # Distinct points: a second split at an existing boundary lies inside no leaf.
+    splits=st.lists(st.integers(1, 59), max_size=3, unique=True),
     strategy=st.sampled_from(["size-ratio", "basic", "overlap"]),
 )
 def test_scans_identical_before_and_after_compaction_and_splits(

@@ -300,7 +300,9 @@ def test_sort_and_write_equals_in_memory_sort(
     sizes = [t.nbytes for t in back]
     assert len(objs) <= 2 * sum(sizes) / target_size + 2
     assert len({o.id for o in objs}) == len(objs)
-    assert len(store.list("pool/data").objects) == len(objs)
+    # each object and its key sketch, nothing else
+    paths = sorted(o.path for o in store.list("pool/data").objects)
+    assert paths == sorted(f"pool/data/{o.id}.{ext}" for o in objs for ext in ("parquet", "sketch"))
 
 
 def test_sort_and_write_spills_and_cleans_up(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pyarrow.types as pt
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -111,6 +112,29 @@ def test_unify_names_order_and_nullability() -> None:
     assert unify([]) == pa.schema([])
     with pytest.raises(InvalidInputError, match="'a' more than once"):
         unify([pa.schema([("a", pa.int8()), ("a", pa.int8())])])
+
+
+def test_unify_relaxes_nested_non_nullable_fields_so_missing_columns_can_be_written() -> None:
+    strict = pa.field("x", pa.int64(), nullable=False)
+    t1 = pa.table(
+        {
+            "k": [1, 2],
+            "s": pa.array([{"x": 1}, None], pa.struct([strict])),
+            "l": pa.array([[1], None], pa.list_(pa.field("item", pa.int64(), nullable=False))),
+            "m": pa.array([[("a", 1)], None], pa.map_(pa.string(), strict.with_name("value"))),
+        }
+    )
+    t2 = pa.table({"k": [3], "z": ["q"]})
+    schema = unify([t1.schema, t2.schema])
+    assert schema.field("s").type == pa.struct([pa.field("x", pa.int64())])
+    assert schema.field("l").type == pa.list_(pa.int64())
+    assert schema.field("m").type.item_field.nullable
+    both = pa.concat_tables([conform(t1, schema), conform(t2, schema)])
+    buf = pa.BufferOutputStream()
+    pq.write_table(both, buf)  # a non-nullable child holding nulls would be refused here
+    back = pq.read_table(pa.BufferReader(buf.getvalue()))
+    assert back.column("s").to_pylist() == [{"x": 1}, None, None]
+    assert back.column("l").to_pylist() == [[1], None, None]
 
 
 # -- conform ------------------------------------------------------------------------------

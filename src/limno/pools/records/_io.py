@@ -9,6 +9,9 @@ seekable adapter turns every read Arrow makes into one ranged GET, so a lookup i
 from __future__ import annotations
 
 import io
+import os
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +21,48 @@ from limno.errors import NotFoundError
 from limno.storage import Storage
 
 __all__ = ["RangeFile", "open_parquet"]
+
+#: parsed footers of local objects kept for reuse (most recently used first out last)
+FOOTER_CACHE_SIZE = 256
+
+
+class _FooterCache:
+    """Parsed Parquet footers of local files, by path, valid while the file is unchanged.
+
+    Data objects are immutable, so a footer parsed once serves every later lookup
+    or scan of the object (parsing it is a good part of a point lookup). An entry
+    is used only while the file's inode, size and modification time are those it
+    was parsed from, so a replaced or rewritten file is parsed afresh.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[tuple[int, int, int], pq.FileMetaData]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, path: str, ident: tuple[int, int, int]) -> pq.FileMetaData | None:
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is None or entry[0] != ident:
+                return None
+            self._entries.move_to_end(path)
+            return entry[1]
+
+    def put(self, path: str, ident: tuple[int, int, int], metadata: pq.FileMetaData) -> None:
+        with self._lock:
+            self._entries[path] = (ident, metadata)
+            self._entries.move_to_end(path)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_footers = _FooterCache(FOOTER_CACHE_SIZE)
 
 
 class RangeFile(io.RawIOBase):
@@ -89,12 +134,21 @@ def open_parquet(
     ``size`` (the object's size, when the caller knows it) saves a HEAD request, and
     ``metadata`` (a footer read before) saves reading the footer again. Remote files
     pre-buffer: the column chunks of one read are coalesced into a few large ranged
-    requests instead of one request per column chunk.
+    requests instead of one request per column chunk. Footers of local files are
+    parsed once and reused (see :class:`_FooterCache`).
     """
     local = storage.local_path(path)
     if local is not None:
         try:
-            return pq.ParquetFile(local, metadata=metadata)
+            if metadata is not None:
+                return pq.ParquetFile(local, metadata=metadata)
+            stat = os.stat(local)
+            ident = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            cached = _footers.get(local, ident)
+            pf = pq.ParquetFile(local, metadata=cached)
+            if cached is None:
+                _footers.put(local, ident, pf.metadata)
+            return pf
         except FileNotFoundError as e:
             raise NotFoundError(f"object not found: {path}") from e
     source = pa.PythonFile(RangeFile(storage, path, size), mode="r")

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from limno.pools.records._schema import conform, unify
+from limno.pools.records._sort import sort_order, take_sorted
 from limno.pools.records.keys import PoolKey, SortKey
 
 __all__ = ["concat_unified", "descending_indices", "first_true", "merge_sorted", "reverse_table"]
@@ -254,7 +255,7 @@ def _sorted(
         keys = key.key_table(data)
     n = keys.num_rows
     if not reverse:
-        return data.take(pc.sort_indices(keys, sort_keys=key.sort_keys()))
+        return take_sorted(data, sort_order(data, key, keys, runs=True))
     # A stable sort of the reversed rows, read backwards, is the stable reverse sort.
     desc = descending_indices(n)
     order = pc.sort_indices(keys.take(desc), sort_keys=key.sort_keys())

@@ -228,10 +228,36 @@ def _widen_struct(a: pa.StructType, b: pa.StructType) -> pa.StructType:
     for f in list(a) + list(b):
         seen = fields.get(f.name)
         if seen is None:
-            fields[f.name] = pa.field(f.name, f.type, True, f.metadata)
+            fields[f.name] = pa.field(f.name, relaxed(f.type), True, f.metadata)
         else:
             fields[f.name] = pa.field(f.name, widen(seen.type, f.type), True, seen.metadata)
     return pa.struct(list(fields.values()))
+
+
+def relaxed(t: pa.DataType) -> pa.DataType:
+    """``t`` with every nested field (struct fields, list items, map values) nullable.
+
+    A unified column may hold rows that lack the field (nulls all the way down), so a
+    non-nullable child would make such a column unwritable. Map keys stay non-null.
+    """
+    if pt.is_struct(t):
+        return pa.struct([pa.field(f.name, relaxed(f.type), True, f.metadata) for f in t])
+    if pt.is_map(t):
+        item = t.item_field
+        return pa.map_(t.key_field, pa.field(item.name, relaxed(item.type), True, item.metadata))
+    if _is_listish(t):
+        vf = t.value_field
+        item = pa.field(vf.name, relaxed(vf.type), True, vf.metadata)
+        if pt.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        if pt.is_large_list(t):
+            return pa.large_list(item)
+        if pt.is_list(t):
+            return pa.list_(item)
+        if pt.is_large_list_view(t):
+            return pa.large_list_view(item)
+        return pa.list_view(item)
+    return t
 
 
 # -- unify -----------------------------------------------------------------------------
@@ -247,7 +273,7 @@ def unify(schemas: Iterable[pa.Schema]) -> pa.Schema:
         for f in schema:
             seen = fields.get(f.name)
             if seen is None:
-                fields[f.name] = pa.field(f.name, f.type, True, f.metadata)
+                fields[f.name] = pa.field(f.name, relaxed(f.type), True, f.metadata)
             elif seen.type != f.type:
                 fields[f.name] = pa.field(f.name, widen(seen.type, f.type), True, seen.metadata)
     return pa.schema(list(fields.values()))

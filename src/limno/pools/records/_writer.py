@@ -4,12 +4,19 @@
 sorts arbitrary input first, in bounded memory (sorted runs spilled to local Parquet
 files and merged back with :func:`~limno.pools.records._merge.merge_sorted`).
 
-Objects are written to a local temporary file and uploaded with one atomic
-``put_file``, so a reader never sees a partial object. Uploads run in a background
-thread while the next object is encoded. Objects carry small row groups with
-statistics and a page index: a point lookup then reads the footer and one row group.
-Nothing written here is referenced until a commit names it, but a failed write still
-deletes what it uploaded so that vacuum has less to do.
+Objects are written to a local temporary file and published with one atomic step, so
+a reader never sees a partial object: on a local lake the file is written next to its
+final name (a ``#<digits>`` staging name that listings skip) and renamed into place;
+elsewhere it is uploaded with ``put_file`` in a background thread while the next
+object is encoded. Objects carry small row groups with statistics and a page index: a
+point lookup then reads the footer and one row group. Nothing written here is
+referenced until a commit names it, but a failed write still deletes what it uploaded
+so that vacuum has less to do.
+
+Speed (measured by ``bench/``, the ``ingest_sorted`` benchmark): sorting and
+gathering are in :mod:`._sort`; dictionary encoding is kept only for columns whose
+values repeat (judged on a sample): for unique values it costs time and makes files
+larger.
 """
 
 from __future__ import annotations
@@ -19,17 +26,22 @@ import datetime as dt
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from limno.ksuid import ksuid
 from limno.pools.records._merge import concat_unified, merge_sorted
+from limno.pools.records._sort import Gathered, prefetched, sort_order, take_sorted
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path, schema_to_b64
+from limno.pools.records.sketches import SketchBuilder, sketch_path
 from limno.storage import Storage
+from limno.storage._obstore import ObStorage
 
 __all__ = ["ROW_GROUP_ROWS", "sort_and_write", "write_sorted"]
 
@@ -38,6 +50,10 @@ __all__ = ["ROW_GROUP_ROWS", "sort_and_write", "write_sorted"]
 ROW_GROUP_ROWS = 32768
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
+#: rows looked at to decide whether a column's values repeat enough for a dictionary
+DICTIONARY_SAMPLE_ROWS = 16384
+#: ... and the fewest rows for which that is worth looking at
+DICTIONARY_MIN_ROWS = 4096
 
 
 # -- sorted stream -> objects ------------------------------------------------------
@@ -51,49 +67,120 @@ def write_sorted(
     target_size: int,
     *,
     row_group_rows: int = ROW_GROUP_ROWS,
+    bounds: Sequence[tuple[Any, ...]] = (),
 ) -> list[DataObject]:
     """Write a stream already sorted by ``key`` as objects of at most ``target_size``.
 
     Size is Arrow's in-memory size (``nbytes``) of the object's rows; an object holds
-    at least one row even when that row alone is larger. Returns the objects in key
-    order. On failure every object this call uploaded is deleted (best effort).
+    at least one row even when that row alone is larger. ``bounds`` (keys in the
+    pool's order: the lower bounds of the leaf partitions but the first) also end
+    an object, so that each object lies in one leaf partition. Every object gets
+    its key sketch sidecar. Returns the objects in key order. On failure every
+    object this call uploaded is deleted (best effort).
+
+    Each object is encoded as its pieces arrive (while the stream is still being
+    merged or gathered); an object whose pieces differ in schema is unified first.
     """
     if target_size <= 0:
         raise ValueError(f"target_size must be positive, not {target_size}")
     with _Uploader(storage, row_group_rows) as uploader:
         objects: list[DataObject] = []
-        for pieces in _cut(tables, target_size):
-            objects.append(uploader.write(pool_id, concat_unified(pieces), key))
+        writer: _ObjectWriter | None = None
+        try:
+            for piece, last in _cut_stream(tables, target_size, _Bounds(key, bounds)):
+                if writer is None:
+                    writer = uploader.open(pool_id, key, piece.schema)
+                writer.add(piece)
+                if last:
+                    objects.append(uploader.close(writer))
+                    writer = None
+        finally:
+            if writer is not None:
+                writer.discard()
         uploader.finish()
         return objects
 
 
-def _cut(tables: Iterable[pa.Table], target_size: int) -> Iterator[list[pa.Table]]:
-    """Group the stream into lists of slices whose total ``nbytes`` fits the target."""
-    pending: list[pa.Table] = []
+class _Bounds:
+    """Keys at which the sorted stream must start a new object (leaf partition bounds)."""
+
+    def __init__(self, key: PoolKey, bounds: Sequence[tuple[Any, ...]]) -> None:
+        self.key = key
+        self.bounds = sorted(key.sort_key(b) for b in bounds)
+        self.next = 0
+
+    def rows_before(self, table: pa.Table) -> int:
+        """How many leading rows of ``table`` sort before the next bound."""
+        n = table.num_rows
+        if self.next >= len(self.bounds) or not n:
+            return n
+        bound = self.bounds[self.next]
+        keys = self.key.key_table(table)
+
+        def below(i: int) -> bool:
+            return self.key.sort_key(self.key.row_key(keys, i)) < bound
+
+        if below(n - 1):
+            return n
+        lo, hi = 0, n - 1  # the first row at or past the bound is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if below(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def advance(self) -> None:
+        self.next += 1
+
+
+def _cut_stream(
+    tables: Iterable[pa.Table], target_size: int, bounds: _Bounds | None = None
+) -> Iterator[tuple[pa.Table, bool]]:
+    """The stream as slices, each with whether it ends its object.
+
+    An object's slices total at most ``target_size`` bytes (``nbytes``), except that
+    an object holds at least one row, and an object ends before each of ``bounds``.
+    A slice comes out once the next one is known, so that its flag is right.
+    """
+    held: pa.Table | None = None  # the open object's last slice; None: no object open
     size = 0
     for table in tables:
         start = 0
         while start < table.num_rows:
-            rest = table.slice(start)
+            stop = table.num_rows
+            if bounds is not None:
+                stop = start + bounds.rows_before(table.slice(start))
+                if stop == start:  # the next row is past the bound: the object ends
+                    if held is not None:
+                        yield held, True
+                        held, size = None, 0
+                    bounds.advance()
+                    continue
+            rest = table.slice(start, stop - start)
             room = target_size - size
             rest_size = rest.nbytes
             if rest_size <= room:
-                pending.append(rest)
+                if held is not None:
+                    yield held, False
+                held = rest
                 size += rest_size
-                break
-            n = _rows_fitting(rest, room, rest_size)
-            if n == 0 and pending:
-                yield pending
-                pending, size = [], 0
+                start = stop
                 continue
+            n = _rows_fitting(rest, room, rest_size)
+            if n == 0 and held is not None:
+                yield held, True
+                held, size = None, 0
+                continue
+            if held is not None:
+                yield held, False
             n = max(n, 1)
-            pending.append(rest.slice(0, n))
+            yield rest.slice(0, n), True
+            held, size = None, 0
             start += n
-            yield pending
-            pending, size = [], 0
-    if pending:
-        yield pending
+    if held is not None:
+        yield held, True
 
 
 def _rows_fitting(table: pa.Table, room: int, total: int) -> int:
@@ -120,8 +207,200 @@ def _rows_fitting(table: pa.Table, room: int, total: int) -> int:
     return lo
 
 
+# -- encoding and publishing objects ---------------------------------------------------
+
+
+class _ObjectWriter:
+    """One object being encoded: pieces go to the Parquet writer in whole row groups.
+
+    Pieces normally share one schema and are encoded as they arrive. A piece of
+    another schema (a merge of objects of different shapes) turns the object
+    *mixed*: what was encoded is read back and every piece is kept until
+    :meth:`close` unifies them by the widening rule and encodes them at once.
+    """
+
+    def __init__(
+        self,
+        pool_id: str,
+        object_id: str,
+        path: str,
+        tmp: str,
+        key: PoolKey,
+        schema: pa.Schema,
+        row_group_rows: int,
+    ) -> None:
+        self.pool_id = pool_id
+        self.object_id = object_id
+        self.path = path
+        self.tmp = tmp
+        self.key = key
+        self.schema = schema
+        self.row_group_rows = row_group_rows
+        self.rows = 0
+        self.keyless = 0
+        self.min_key: tuple[Any, ...] | None = None
+        self.max_key: tuple[Any, ...] | None = None
+        self.key_types: tuple[str, ...] = ()
+        self.sketch = SketchBuilder()
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._mixed: list[pa.Table] | None = None
+
+    def add(self, piece: pa.Table) -> None:
+        """Append sorted rows (after any added before)."""
+        if not piece.num_rows:
+            return
+        self._note_keys(piece)
+        if self._mixed is None and not piece.schema.equals(self.schema):
+            self._mixed = self._read_back() + self._pending
+            self._pending, self._pending_rows = [], 0
+        if self._mixed is not None:
+            self._mixed.append(piece)
+            return
+        if self._writer is None:
+            self._writer = self._open(self.schema, piece)
+        self._pending.append(piece)
+        self._pending_rows += piece.num_rows
+        if self._pending_rows >= self.row_group_rows:
+            whole = self._pending_rows // self.row_group_rows * self.row_group_rows
+            table = pa.concat_tables(self._pending) if len(self._pending) > 1 else piece
+            self._writer.write_table(table.slice(0, whole), row_group_size=self.row_group_rows)
+            rest = table.slice(whole)
+            self._pending = [rest] if rest.num_rows else []
+            self._pending_rows = rest.num_rows
+
+    def _open(self, schema: pa.Schema, sample: pa.Table) -> pq.ParquetWriter:
+        return pq.ParquetWriter(
+            self.tmp,
+            schema,
+            compression=COMPRESSION,
+            compression_level=COMPRESSION_LEVEL,
+            use_dictionary=_dictionary_columns(sample),
+            write_statistics=True,
+            write_page_index=True,
+        )
+
+    def _read_back(self) -> list[pa.Table]:
+        """Close the file and return its rows (to be encoded again, unified)."""
+        if self._writer is None:
+            return []
+        self._writer.close()
+        self._writer = None
+        table = pq.read_table(self.tmp)
+        return [table] if table.num_rows else []
+
+    def _note_keys(self, piece: pa.Table) -> None:
+        keys = self.key.key_table(piece)
+        # keyless rows have every key column null and sit at the end (PoolKey.key_table)
+        nulls = keys.column(0).null_count
+        keyed = piece.num_rows - nulls
+        if keyed:
+            if self.min_key is None:
+                self.min_key = self.key.row_key(keys, 0)
+            self.max_key = self.key.row_key(keys, keyed - 1)
+        self.keyless += nulls
+        self.rows += piece.num_rows
+        self.sketch.add(keys.column(0))
+        self.key_types = tuple(str(t) for t in keys.schema.types)
+
+    def close(self) -> DataObject:
+        """Finish the file; the object's metadata."""
+        if self._mixed is not None:
+            table = concat_unified(self._mixed)
+            self._mixed = None
+            keys = self.key.key_table(table)
+            self.key_types = tuple(str(t) for t in keys.schema.types)
+            self.sketch = SketchBuilder()  # of the unified key column
+            self.sketch.add(keys.column(0))
+            self._writer = self._open(table.schema, table)
+            self._writer.write_table(table, row_group_size=self.row_group_rows)
+            self._writer.close()
+        elif self._writer is None:  # no rows (never the case for a cut stream)
+            empty = self.schema.empty_table()
+            pq.write_table(empty, self.tmp, compression=COMPRESSION)
+            self.key_types = tuple(str(t) for t in self.key.key_table(empty).schema.types)
+        else:
+            if self._pending:
+                table = pa.concat_tables(self._pending)
+                self._writer.write_table(table, row_group_size=self.row_group_rows)
+                self._pending = []
+            self._writer.close()
+        schema = pq.read_schema(self.tmp).remove_metadata()
+        return DataObject(
+            id=self.object_id,
+            rows=self.rows,
+            size=os.path.getsize(self.tmp),
+            min_key=self.min_key,
+            max_key=self.max_key,
+            keyless=self.keyless,
+            schema_b64=schema_to_b64(schema),
+            key_types=self.key_types,
+            created=dt.datetime.now(dt.UTC).isoformat(),
+        )
+
+    def discard(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp)
+
+
+def _dictionary_columns(sample: pa.Table) -> bool | list[str]:
+    """Columns worth dictionary encoding, judged on the first rows of an object.
+
+    Dictionary encoding pays when values repeat; for (nearly) unique values it costs
+    time and makes the file larger. Only top-level primitive columns whose sample has
+    more than half distinct values go without; nested columns keep the default.
+    """
+    if sample.num_rows < DICTIONARY_MIN_ROWS:
+        return True  # too small to matter either way
+    sample = sample.slice(0, DICTIONARY_SAMPLE_ROWS)
+    plain = []
+    for name, column in zip(sample.column_names, sample.columns, strict=True):
+        if not _flat(column.type):
+            continue
+        valid = len(column) - column.null_count
+        if valid and pc.count_distinct(column).as_py() * 2 > valid:
+            plain.append(name)
+    if not plain:
+        return True
+    paths = _leaf_paths(sample.schema)
+    enabled = [p for p in paths if p not in plain]
+    return enabled or False
+
+
+def _flat(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """The Parquet column paths a schema is written as (``a.list.element``...)."""
+    if all(_flat(t) or pa.types.is_boolean(t) for t in schema.types):
+        return list(schema.names)
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf)
+    md = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
+    return [md.schema.column(i).path for i in range(md.num_columns)]
+
+
 class _Uploader:
-    """Encodes objects in the caller's thread and uploads them in a background one."""
+    """Encodes objects in the caller's thread and publishes them.
+
+    On a local lake an object is encoded under a staging name beside its final path
+    and renamed into place; elsewhere it is encoded into a local temporary file and
+    uploaded in a background thread while the next object is encoded.
+    """
 
     def __init__(self, storage: Storage, row_group_rows: int) -> None:
         self.storage = storage
@@ -130,6 +409,7 @@ class _Uploader:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limno-upload")
         self._inflight: Future[None] | None = None
         self._temps: list[str] = []
+        self._local = isinstance(storage, ObStorage) and storage.local_path("x") is not None
 
     def __enter__(self) -> _Uploader:
         return self
@@ -144,26 +424,34 @@ class _Uploader:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
-    def write(self, pool_id: str, table: pa.Table, key: PoolKey) -> DataObject:
-        """Encode ``table`` as one object and start its upload; its metadata."""
+    def open(self, pool_id: str, key: PoolKey, schema: pa.Schema) -> _ObjectWriter:
+        """Start encoding one object (see :meth:`close`)."""
         object_id = ksuid()
-        fd, tmp = tempfile.mkstemp(prefix="limno-object-", suffix=".parquet")
-        os.close(fd)
+        path = data_path(pool_id, object_id)
+        tmp: str | None = None
+        if self._local:
+            assert isinstance(self.storage, ObStorage)
+            tmp = self.storage.staging_file(path)
+        if tmp is None:
+            fd, tmp = tempfile.mkstemp(prefix="limno-object-", suffix=".parquet")
+            os.close(fd)
         self._temps.append(tmp)
-        pq.write_table(
-            table,
-            tmp,
-            row_group_size=self.row_group_rows,
-            compression=COMPRESSION,
-            compression_level=COMPRESSION_LEVEL,
-            write_statistics=True,
-            write_page_index=True,
-        )
-        schema = pq.read_schema(tmp).remove_metadata()
-        size = os.path.getsize(tmp)
-        obj = _describe(object_id, table, key, schema, size)
+        return _ObjectWriter(pool_id, object_id, path, tmp, key, schema, self.row_group_rows)
+
+    def close(self, writer: _ObjectWriter) -> DataObject:
+        """Finish an object and publish it; its metadata."""
+        obj = writer.close()
+        sketch, type_text = writer.sketch.finish()
         self.finish()  # at most one upload in flight: bounded temp space
-        self._inflight = self._pool.submit(self._upload, data_path(pool_id, object_id), tmp)
+        path = sketch_path(writer.pool_id, writer.object_id)
+        self.uploaded.append(path)
+        self.storage.put(path, sketch.to_bytes(type_text))
+        if self._local:
+            assert isinstance(self.storage, ObStorage)
+            self.storage.move_file(writer.path, writer.tmp)
+            self.uploaded.append(writer.path)
+        else:
+            self._inflight = self._pool.submit(self._upload, writer.path, writer.tmp)
         return obj
 
     def _upload(self, path: str, tmp: str) -> None:
@@ -188,27 +476,6 @@ class _Uploader:
                 self.storage.delete(path)
 
 
-def _describe(
-    object_id: str, table: pa.Table, key: PoolKey, schema: pa.Schema, size: int
-) -> DataObject:
-    keys = key.key_table(table)
-    rows = table.num_rows
-    # keyless rows have every key column null and sit at the end (PoolKey.key_table)
-    keyless = keys.column(0).null_count
-    keyed = rows - keyless
-    return DataObject(
-        id=object_id,
-        rows=rows,
-        size=size,
-        min_key=key.row_key(keys, 0) if keyed else None,
-        max_key=key.row_key(keys, keyed - 1) if keyed else None,
-        keyless=keyless,
-        schema_b64=schema_to_b64(schema),
-        key_types=tuple(str(t) for t in keys.schema.types),
-        created=dt.datetime.now(dt.UTC).isoformat(),
-    )
-
-
 # -- arbitrary input -> sorted objects -----------------------------------------------
 
 
@@ -220,8 +487,11 @@ def sort_and_write(
     target_size: int,
     memory_limit: int = 512 * 2**20,
     spill_dir: str | None = None,
+    bounds: Sequence[tuple[Any, ...]] = (),
 ) -> list[DataObject]:
     """Sort arbitrary (heterogeneous) input by ``key`` and write it as objects.
+
+    Objects are cut at the target size and at ``bounds`` (see :func:`write_sorted`).
 
     Input is gathered into runs of about ``memory_limit`` bytes (Arrow size); a single
     run is sorted and written directly. Otherwise each sorted run is spilled to a
@@ -249,20 +519,24 @@ def sort_and_write(
         if not spills:
             if not run:
                 return []
-            return write_sorted(storage, pool_id, [_sort_run(run, key)], key, target_size)
+            table = concat_unified(run)
+            run = []
+            gathered = Gathered(table, sort_order(table, key))
+            return write_sorted(storage, pool_id, gathered, key, target_size, bounds=bounds)
         if run:
             assert spill_root is not None
             spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
         run = []
-        merged = merge_sorted([s.read() for s in spills], key)
-        return write_sorted(storage, pool_id, merged, key, target_size)
+        merged = prefetched(merge_sorted([s.read() for s in spills], key), "limno-merge")
+        return write_sorted(storage, pool_id, merged, key, target_size, bounds=bounds)
     finally:
         if spill_root is not None:
             shutil.rmtree(spill_root, ignore_errors=True)
 
 
 def _sort_run(tables: list[pa.Table], key: PoolKey) -> pa.Table:
-    return key.sort(concat_unified(tables))
+    table = concat_unified(tables)
+    return take_sorted(table, sort_order(table, key))
 
 
 class _Spill:

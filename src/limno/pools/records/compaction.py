@@ -289,6 +289,7 @@ def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataOb
     ``extra["rows_in"]`` (summed by the caller), so this works as a Spark task too.
     """
     from limno.pools.records import _scan, _writer
+    from limno.pools.records._sort import prefetched
 
     rows_in = 0
 
@@ -298,11 +299,11 @@ def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataOb
             rows_in += t.num_rows
             yield t
 
-    outputs = _writer.write_sorted(
-        pool.storage, pool.id, pool.iterated(counted()), pool.key, pool.config.target_size
-    )
+    # the merge runs a step ahead in a thread while this one encodes (both mostly
+    # outside the GIL: Parquet decoding, sorting and encoding)
+    merged = prefetched(pool.iterated(counted()), "limno-compact")
+    outputs = _writer.write_sorted(pool.storage, pool.id, merged, pool.key, pool.config.target_size)
     done = []
     for i, out in enumerate(outputs):
-        pool.write_sketch(out)
         done.append(dataclasses.replace(out, extra={"rows_in": rows_in if i == 0 else 0}))
     return done

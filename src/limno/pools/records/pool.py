@@ -295,8 +295,12 @@ class RecordPool(Branching):
             if rows == 0:
                 raise InvalidInputError(f"{name}: no records")
 
-    def write(self, sources: Iterable[Source], fmt: str | None = None) -> list[DataObject]:
-        """Write data objects (sorted, cut at the target size) without committing them."""
+    def write(
+        self, sources: Iterable[Source], fmt: str | None = None, branch: str | None = None
+    ) -> list[DataObject]:
+        """Write data objects without committing them: sorted, cut at the target size
+        and (given a ``branch``) at its leaf partitions' bounds, so that each object
+        lies in one leaf, as Sleeper's ingest writes one file per leaf."""
         from limno.pools.records import _writer
 
         objs = _writer.sort_and_write(
@@ -306,30 +310,16 @@ class RecordPool(Branching):
             self.key,
             self.config.target_size,
             memory_limit=self.sort_memory,
+            bounds=self.leaf_bounds(branch) if branch is not None else (),
         )
         if not objs:
             raise InvalidInputError("no records to load")
-        for o in objs:
-            self.write_sketch(o)
         return objs
 
-    def write_sketch(self, obj: DataObject) -> None:
-        """Store the quantile sketch of ``obj``'s first key field next to it."""
-        from limno.pools.records._io import open_parquet
-        from limno.pools.records.sketches import write_sketch
-
-        path = self.key.fields[0].path
-        pf = open_parquet(self.storage, data_path(self.id, obj.id), obj.size or None)
-        if path[0] not in pf.schema_arrow.names:
-            column: pa.ChunkedArray = pa.chunked_array([], pa.null())
-        else:
-            column = pf.read(columns=[path[0]]).column(0)
-            for part in path[1:]:
-                if not pa.types.is_struct(column.type) or column.type.get_field_index(part) < 0:
-                    column = pa.chunked_array([], pa.null())
-                    break
-                column = pa.compute.struct_field(column, part)
-        write_sketch(self.storage, self.id, obj.id, column)
+    def leaf_bounds(self, ref: str) -> list[tuple[Any, ...]]:
+        """The lower bounds of ``ref``'s leaf partitions but the first, in key order."""
+        _, tree = self.snapshot(ref)
+        return [p.lo for p in tree.leaves() if p.lo is not None]
 
     def _referenced(self, objs: Sequence[DataObject], branch: str) -> list[DataObject]:
         """Point new objects at the leaf partitions (of ``branch``) they overlap."""
@@ -353,7 +343,7 @@ class RecordPool(Branching):
     ) -> Commit:
         """Write and commit in one step: one commit per call."""
         self.versioned.head(branch)
-        objs = self._referenced(self.write(sources, fmt), branch)
+        objs = self._referenced(self.write(sources, fmt, branch), branch)
         rows = sum(o.rows for o in objs)
         return self.versioned.commit(
             branch,
@@ -368,7 +358,7 @@ class RecordPool(Branching):
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
         self.versioned.head(branch)
-        objs = self._referenced(self.write(sources, fmt), branch)
+        objs = self._referenced(self.write(sources, fmt, branch), branch)
         for o in objs:
             self.versioned.stage(branch, o.id, o.to_json())
         return objs
@@ -434,12 +424,16 @@ class RecordPool(Branching):
             actions.append(Action("delete", obj.id, obj.to_json()))
             if kept.num_rows:
                 written = _writer.write_sorted(
-                    self.storage, self.id, [kept], self.key, self.config.target_size
+                    self.storage,
+                    self.id,
+                    [kept],
+                    self.key,
+                    self.config.target_size,
+                    bounds=self.leaf_bounds(head),
                 )
                 for new in self._referenced(written, head):
                     extra = {**dict(new.extra), "order": list(order_key(obj))}
                     new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
-                    self.write_sketch(new)
                     actions.append(Action("add", new.id, new.to_json()))
         if not deleted:
             raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")

@@ -33,7 +33,14 @@ import pyarrow.compute as pc
 from limno.errors import CorruptError, NotFoundError
 from limno.storage import Storage
 
-__all__ = ["KeySketch", "sketch_column", "sketch_path", "read_sketch", "write_sketch"]
+__all__ = [
+    "KeySketch",
+    "SketchBuilder",
+    "read_sketch",
+    "sketch_column",
+    "sketch_path",
+    "write_sketch",
+]
 
 K = 200
 MAX_ITEMS = 200_000
@@ -157,10 +164,7 @@ def sketch_column(values: pa.Array | pa.ChunkedArray) -> KeySketch:
         values = values.dictionary_decode()
     if _numeric(values.type):
         sk = KeySketch.empty("doubles")
-        doubles = _to_doubles(values)
-        doubles = doubles[~np.isnan(doubles)]
-        if len(doubles):
-            sk.sketch.update(doubles)
+        _update_doubles(sk, values)
         return sk
     sk = KeySketch.empty("strings")
     if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
@@ -174,6 +178,50 @@ def sketch_column(values: pa.Array | pa.ChunkedArray) -> KeySketch:
     for v in values.to_pylist():
         sk.sketch.update(v)
     return sk
+
+
+def _update_doubles(sk: KeySketch, values: pa.Array) -> None:
+    """Add the non-null, non-NaN values of a numeric (non-dictionary) array."""
+    doubles = _to_doubles(values.drop_null())
+    doubles = doubles[~np.isnan(doubles)]
+    if len(doubles):
+        sk.sketch.update(doubles)
+
+
+class SketchBuilder:
+    """Sketches a key column given piece by piece, as a writer streams an object.
+
+    Numeric pieces go into the sketch as they come; string pieces are kept (the
+    caller's arrays, not copies) and sketched at the end like :func:`sketch_column`,
+    whose even sample needs the whole column. The result equals sketching the
+    concatenated column, up to KLL's own randomness.
+    """
+
+    def __init__(self) -> None:
+        self._type: pa.DataType | None = None
+        self._doubles: KeySketch | None = None
+        self._pieces: list[pa.Array] = []
+
+    def add(self, values: pa.Array | pa.ChunkedArray) -> None:
+        if self._type is None:
+            self._type = values.type
+        chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+        for chunk in chunks:
+            if pa.types.is_dictionary(chunk.type):
+                chunk = chunk.dictionary_decode()
+            if _numeric(chunk.type):
+                if self._doubles is None:
+                    self._doubles = KeySketch.empty("doubles")
+                _update_doubles(self._doubles, chunk)
+            else:
+                self._pieces.append(chunk)
+
+    def finish(self) -> tuple[KeySketch, str]:
+        """The sketch and the text of the column's type (for the sidecar's header)."""
+        type_text = str(self._type if self._type is not None else pa.null())
+        if self._pieces:
+            return sketch_column(pa.chunked_array(self._pieces)), type_text
+        return self._doubles or sketch_column(pa.array([], pa.null())), type_text
 
 
 def write_sketch(
