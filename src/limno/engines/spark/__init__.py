@@ -21,7 +21,7 @@ Spark types), :mod:`._read` (snapshots as native Parquet scans), :mod:`._write`
 (bulk import of DataFrames, compaction tasks), :mod:`._native` (bulk import
 written by Spark's own Parquet writer, then described and published),
 :mod:`._load` (bulk import of files, the ``auto`` engine choice), :mod:`._query`
-(SQL).
+(SQL), :mod:`._source` (``format("limno")``, a Python Data Source).
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from ._load import load, use_spark
 from ._query import query, sql, table
 from ._read import frame, read, scan
 from ._session import hadoop_uri, jars, jars_dir, session, spark_conf
+from ._source import LimnoDataSource, register
 from ._write import commit_objects, merge_groups, merge_sorted_objects, write, write_objects
 
 __all__ = [
+    "LimnoDataSource",
     "commit_objects",
     "frame",
     "hadoop_uri",
@@ -43,6 +45,7 @@ __all__ = [
     "merge_sorted_objects",
     "query",
     "read",
+    "register",
     "scan",
     "session",
     "spark_conf",

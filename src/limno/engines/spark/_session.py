@@ -176,7 +176,11 @@ def session(
     builder = SparkSession.builder
     for k, v in spark_conf(master, conf).items():
         builder = builder.config(k, v)
-    return builder.getOrCreate()
+    made = builder.getOrCreate()
+    from ._source import register  # format("limno") in every session limno makes
+
+    register(made)
+    return made
 
 
 def hadoop_uri(storage: Storage, path: str) -> str:

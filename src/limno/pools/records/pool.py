@@ -321,7 +321,7 @@ class RecordPool(Branching):
         _, tree = self.snapshot(ref)
         return [p.lo for p in tree.leaves() if p.lo is not None]
 
-    def _referenced(self, objs: Sequence[DataObject], branch: str) -> list[DataObject]:
+    def referenced(self, objs: Sequence[DataObject], branch: str) -> list[DataObject]:
         """Point new objects at the leaf partitions (of ``branch``) they overlap."""
         _, tree = self.snapshot(branch)
         if not tree.stored:
@@ -343,7 +343,7 @@ class RecordPool(Branching):
     ) -> Commit:
         """Write and commit in one step: one commit per call."""
         self.versioned.head(branch)
-        objs = self._referenced(self.write(sources, fmt, branch), branch)
+        objs = self.referenced(self.write(sources, fmt, branch), branch)
         rows = sum(o.rows for o in objs)
         return self.versioned.commit(
             branch,
@@ -358,7 +358,7 @@ class RecordPool(Branching):
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
         self.versioned.head(branch)
-        objs = self._referenced(self.write(sources, fmt, branch), branch)
+        objs = self.referenced(self.write(sources, fmt, branch), branch)
         for o in objs:
             self.versioned.stage(branch, o.id, o.to_json())
         return objs
@@ -431,7 +431,7 @@ class RecordPool(Branching):
                     self.config.target_size,
                     bounds=self.leaf_bounds(head),
                 )
-                for new in self._referenced(written, head):
+                for new in self.referenced(written, head):
                     extra = {**dict(new.extra), "order": list(order_key(obj))}
                     new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
                     actions.append(Action("add", new.id, new.to_json()))

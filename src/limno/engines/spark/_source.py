@@ -1,0 +1,195 @@
+"""``spark.read.format("limno")`` and ``df.write.format("limno")``: a Python Data Source.
+
+For Spark users who prefer the reader/writer API to :func:`~._read.read` and
+:func:`~._write.write` (which stay the fast path: a native Parquet scan, and Spark's
+own Parquet writer)::
+
+    ls.register(spark)                                  # once per session
+    df = spark.read.format("limno").option("lake", "/data/lake").load("logs@main")
+    df.write.format("limno").option("lake", "/data/lake").mode("append").save("logs@dev")
+
+Reading plans one Spark partition per cluster of objects whose key ranges overlap
+and reads each with limno's merge-on-read (the pool's iterators and partition clips
+apply), conformed to the snapshot's unified schema: the rows are exactly those of
+``limno scan``. Writing sorts each task's rows by the pool key and writes them as
+data objects (cut at the target size and at the leaf partitions' bounds); the
+driver then makes one commit of every task's objects, or, if the job fails,
+deletes them. ``mode("overwrite")`` replaces the branch's objects in that same
+commit. Options: ``lake`` (else ``LIMNO_LAKE`` or the default location),
+``message`` and ``author`` for the commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from limno.core.commits import Action
+from limno.errors import InvalidInputError
+from limno.pools.records.keys import PoolKey
+from limno.pools.records.objects import DataObject
+
+from ._read import open_pool
+from ._session import LakeSpec
+from ._types import spark_arrow_schema, spark_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    from limno.pools.records.pool import RecordPool
+
+__all__ = ["LimnoDataSource", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("limno")`` available in ``spark``."""
+    spark.dataSource.register(LimnoDataSource)
+
+
+class LimnoDataSource(DataSource):
+    """Pools as a Spark data source: ``load``/``save`` take a ref, ``pool[@ref]``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "limno"
+
+    def _open(self) -> tuple[RecordPool, str]:
+        target = self.options.get("path")
+        if not target:
+            raise InvalidInputError('format("limno") needs a ref: .load("pool@ref") or .save(...)')
+        pool, ref = open_pool(target, self.options.get("lake"))
+        return pool, ref or "main"
+
+    def schema(self) -> StructType:
+        from pyspark.sql.types import StructField, StructType
+
+        pool, ref = self._open()
+        target = _snapshot_schema(pool, pool.objects(ref))
+        return StructType([StructField(f.name, spark_type(f.type), True) for f in target])
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        pool, ref = self._open()
+        return _Reader(pool, pool.objects(ref))
+
+    def writer(self, schema: StructType, overwrite: bool) -> _Writer:
+        pool, branch = self._open()
+        pool.versioned.head(branch)  # a missing branch (or a tag) fails before any work
+        return _Writer(
+            LakeSpec.of(pool.storage),
+            pool.id,
+            branch,
+            overwrite,
+            self.options.get("message", ""),
+            self.options.get("author"),
+        )
+
+
+def _snapshot_schema(pool: RecordPool, objs: Sequence[DataObject]) -> pa.Schema:
+    from limno.pools.records._schema import unify
+
+    return unify(o.schema for o in objs if o.schema_b64)
+
+
+class _Cluster(InputPartition):
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        super().__init__(objects)
+        self.objects = objects
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, pool: RecordPool, objs: Sequence[DataObject]) -> None:
+        from limno.pools.records import _scan
+
+        self.spec = LakeSpec.of(pool.storage)
+        self.pool_id = pool.id
+        self.key: PoolKey = pool.key
+        self.target = _snapshot_schema(pool, objs)
+        self.clusters = [[o.to_json() for o in c] for c in _scan.plan(objs, pool.key, None, None)]
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [_Cluster(c) for c in self.clusters]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from limno.lake import Lake
+        from limno.pools.records import _scan
+        from limno.pools.records._schema import conform, unify
+
+        assert isinstance(partition, _Cluster)
+        store = self.spec.open()
+        pool = Lake(store).pool(self.pool_id)
+        objs = [DataObject.from_json(o) for o in partition.objects]
+        out = spark_arrow_schema(self.target)
+        for t in pool.iterated(_scan.scan(store, self.pool_id, objs, self.key)):
+            t = conform(t, unify([self.target, t.schema])).select(self.target.names)
+            yield from t.cast(out, safe=False).to_batches(max_chunksize=65536)
+
+
+@dataclass
+class _Written(WriterCommitMessage):
+    objects: list[str]  # DataObject JSON, one per written object
+
+
+@dataclass
+class _Writer(DataSourceArrowWriter):
+    spec: LakeSpec
+    pool_id: str
+    branch: str
+    overwrite: bool
+    message: str
+    author: str | None
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        from limno.lake import Lake
+
+        batches = [b for b in iterator if b.num_rows]
+        if not batches:
+            return _Written([])
+        pool = Lake(self.spec.open()).pool(self.pool_id)
+        objs = pool.write(batches, branch=self.branch)
+        return _Written([json.dumps(o.to_json()) for o in objs])
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        from limno.lake import Lake
+
+        pool = Lake(self.spec.open()).pool(self.pool_id)
+        objs = _objects(messages)
+        actions = []
+        if self.overwrite:
+            actions += [Action("delete", o.id, o.to_json()) for o in pool.snapshot(self.branch)[0]]
+        actions += [Action("add", o.id, o.to_json()) for o in pool.referenced(objs, self.branch)]
+        if not actions:
+            return
+        rows = sum(o.rows for o in objs)
+        verb = "overwrite with" if self.overwrite else "load"
+        pool.versioned.commit(
+            self.branch,
+            actions,
+            message=self.message or f"{verb} {rows} record(s) (spark data source)",
+            author=self.author,
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing was committed: delete what the tasks wrote (vacuum gets the rest)."""
+        from ._native import delete_objects
+
+        delete_objects(self.spec.open(), self.pool_id, _objects(messages))
+
+
+def _objects(messages: Sequence[WriterCommitMessage | None]) -> list[DataObject]:
+    out = []
+    for m in messages:
+        if isinstance(m, _Written):
+            out += [DataObject.from_json(json.loads(o)) for o in m.objects]
+    return out
