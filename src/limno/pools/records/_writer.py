@@ -209,6 +209,9 @@ def _rows_fitting(table: pa.Table, room: int, total: int) -> int:
 
 # -- encoding and publishing objects ---------------------------------------------------
 
+#: one thread for every writer's key-sketch updates (first in, first done)
+_SKETCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limno-sketch")
+
 
 class _ObjectWriter:
     """One object being encoded: pieces go to the Parquet writer in whole row groups.
@@ -242,6 +245,7 @@ class _ObjectWriter:
         self.max_key: tuple[Any, ...] | None = None
         self.key_types: tuple[str, ...] = ()
         self.sketch = SketchBuilder()
+        self._sketching: list[Future[None]] = []
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
@@ -301,11 +305,13 @@ class _ObjectWriter:
             self.max_key = self.key.row_key(keys, keyed - 1)
         self.keyless += nulls
         self.rows += piece.num_rows
-        self.sketch.add(keys.column(0))
+        # KLL updates hold the GIL but not the encoder: they run beside it, in order
+        self._sketching.append(_SKETCHER.submit(self.sketch.add, keys.column(0)))
         self.key_types = tuple(str(t) for t in keys.schema.types)
 
     def close(self) -> DataObject:
         """Finish the file; the object's metadata."""
+        self._sketched()
         if self._mixed is not None:
             table = concat_unified(self._mixed)
             self._mixed = None
@@ -339,7 +345,15 @@ class _ObjectWriter:
             created=dt.datetime.now(dt.UTC).isoformat(),
         )
 
+    def _sketched(self) -> None:
+        """Wait for this object's sketch updates (re-raising their error)."""
+        pending, self._sketching = self._sketching, []
+        for f in pending:
+            f.result()
+
     def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self._sketched()
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
