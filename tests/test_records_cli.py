@@ -340,3 +340,18 @@ def test_vacuum(lake: str, tmp_path: Path) -> None:
     assert ok("--lake", lake, "scan", "-p", "logs").rows() == []
     assert "removed" in fail("--lake", lake, "scan", "-p", f"logs@{ids[0]}").err
     ok("--lake", lake, "verify")
+
+
+def test_key_of_another_type_family_is_refused(lake: str, tmp_path: Path) -> None:
+    ok("--lake", lake, "create", "p", "-k", "k")
+    ok("--lake", lake, "load", "-p", "p", ndjson(tmp_path / "a.ndjson", [{"k": 1}, {"k": 9}]))
+    before = snapshot_files(lake)
+    text = ndjson(tmp_path / "b.ndjson", [{"k": "3"}, {"k": "7"}])
+    r = fail("--lake", lake, "load", "-p", "p", text)
+    assert r.err.startswith("error: ") and len(r.err.strip().splitlines()) == 1
+    assert "key field 'k' is string in this load but int64" in r.err
+    assert snapshot_files(lake) == before  # nothing written is left behind
+    # the same family widens: floats interleave with the integers
+    ok("--lake", lake, "load", "-p", "p", ndjson(tmp_path / "c.ndjson", [{"k": 2.5}]))
+    assert keys_of(ok("--lake", lake, "scan", "-p", "p"), "k") == [1.0, 2.5, 9.0]
+    ok("--lake", lake, "verify")

@@ -94,3 +94,23 @@ def test_failed_write_commits_nothing(spark: SparkSession, lake: Lake) -> None:
             "append"
         ).save("p@nope")
     assert list(lake.verify()) == []
+
+
+def test_keys_of_another_family_are_refused_unless_overwriting(
+    spark: SparkSession, lake: Lake
+) -> None:
+    from limno.engines import spark as ls
+    from limno.errors import InvalidInputError
+
+    pool = lake.create_pool("p", key="k")
+    pool.load([pa.table({"k": [1, 2]})])
+    head = pool.resolve()
+    text = spark.range(3).selectExpr("cast(id AS string) AS k")
+    with pytest.raises(InvalidInputError, match="key field 'k' is string"):
+        ls.write(text, pool)
+    with pytest.raises(Exception, match="key field 'k' is string"):
+        text.write.format("limno").option("lake", lake.uri).mode("append").save("p")
+    assert pool.resolve() == head
+    text.write.format("limno").option("lake", lake.uri).mode("overwrite").save("p")
+    assert pool.scan().column("k").to_pylist() == ["0", "1", "2"]
+    assert list(lake.verify()) == []

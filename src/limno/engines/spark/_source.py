@@ -157,7 +157,8 @@ class _Writer(DataSourceArrowWriter):
         if not batches:
             return _Written([])
         pool = Lake(self.spec.open()).pool(self.pool_id)
-        objs = pool.write(batches, branch=self.branch)
+        # an overwrite replaces every object, so its keys need not sort with theirs
+        objs = pool.write(batches, branch=self.branch, check_keys=not self.overwrite)
         return _Written([json.dumps(o.to_json()) for o in objs])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -165,9 +166,15 @@ class _Writer(DataSourceArrowWriter):
 
         pool = Lake(self.spec.open()).pool(self.pool_id)
         objs = _objects(messages)
+        current = pool.snapshot(self.branch)[0]
+        try:
+            pool.check_key_types([] if self.overwrite else current, objs)
+        except InvalidInputError:
+            self.abort(messages)
+            raise
         actions = []
         if self.overwrite:
-            actions += [Action("delete", o.id, o.to_json()) for o in pool.snapshot(self.branch)[0]]
+            actions += [Action("delete", o.id, o.to_json()) for o in current]
         actions += [Action("add", o.id, o.to_json()) for o in pool.referenced(objs, self.branch)]
         if not actions:
             return

@@ -535,7 +535,16 @@ def commit_objects(
     author: str | None = None,
     meta: Mapping[str, Any] | None = None,
 ) -> Commit:
-    """One commit adding objects already written (the driver's half of a bulk import)."""
+    """One commit adding objects already written (the driver's half of a bulk import).
+
+    Keys that cannot sort with the branch's (see :meth:`RecordPool.check_key_types`)
+    are refused, and the objects deleted.
+    """
+    try:
+        pool.check_key_types(pool.snapshot(branch)[0], objs)
+    except InvalidInputError:
+        _delete(pool.storage, pool.id, objs)
+        raise
     rows = sum(o.rows for o in objs)
     return pool.versioned.commit(
         branch,

@@ -317,6 +317,10 @@ class _ObjectWriter:
             self._mixed = None
             keys = self.key.key_table(table)
             self.key_types = tuple(str(t) for t in keys.schema.types)
+            keyed = table.num_rows - keys.column(0).null_count
+            if keyed:  # in the unified key type
+                self.min_key = self.key.row_key(keys, 0)
+                self.max_key = self.key.row_key(keys, keyed - 1)
             self.sketch = SketchBuilder()  # of the unified key column
             self.sketch.add(keys.column(0))
             self._writer = self._open(table.schema, table)

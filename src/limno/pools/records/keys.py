@@ -209,6 +209,32 @@ def is_sortable(t: pa.DataType) -> bool:
     )
 
 
+_FAMILIES = (
+    ("number", ("int", "uint", "float", "double", "halffloat", "decimal", "bool")),
+    ("text", ("string", "large_string", "utf8", "large_utf8")),
+    ("binary", ("binary", "large_binary", "fixed_size_binary")),
+    ("date or timestamp", ("timestamp", "date")),
+    ("time of day", ("time",)),
+    ("duration", ("duration",)),
+)
+
+
+def key_family(type_text: str) -> str | None:
+    """Which values a key type's values sort with (None for ``null``: any).
+
+    Keys of one family compare by value across objects (an int64 key and a double
+    key interleave); keys of different families have no common order.
+    """
+    if type_text.startswith("dictionary<values="):
+        type_text = type_text[len("dictionary<values=") :]
+    if type_text == "null":
+        return None
+    for family, prefixes in _FAMILIES:
+        if any(type_text.startswith(p) for p in prefixes):
+            return family
+    return type_text
+
+
 def _parse_scalar(name: str, text: Any, typ: pa.DataType) -> Any:
     if not isinstance(text, str):
         return text

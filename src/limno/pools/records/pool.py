@@ -25,6 +25,7 @@ from limno.pools.branching import Branching
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path, lineage
 from limno.pools.records.partitions import PartitionTree, is_partition_key
+from limno.pools.records.sketches import sketch_path
 from limno.pools.records.typed_schema import TypedSchema
 from limno.pools.registry import PoolConfig
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
@@ -296,11 +297,18 @@ class RecordPool(Branching):
                 raise InvalidInputError(f"{name}: no records")
 
     def write(
-        self, sources: Iterable[Source], fmt: str | None = None, branch: str | None = None
+        self,
+        sources: Iterable[Source],
+        fmt: str | None = None,
+        branch: str | None = None,
+        *,
+        check_keys: bool = True,
     ) -> list[DataObject]:
         """Write data objects without committing them: sorted, cut at the target size
         and (given a ``branch``) at its leaf partitions' bounds, so that each object
-        lies in one leaf, as Sleeper's ingest writes one file per leaf."""
+        lies in one leaf, as Sleeper's ingest writes one file per leaf. Given a
+        ``branch`` (and ``check_keys``), keys that cannot sort with the branch's are
+        refused (:meth:`check_key_types`) and nothing is left written."""
         from limno.pools.records import _writer
 
         objs = _writer.sort_and_write(
@@ -314,7 +322,36 @@ class RecordPool(Branching):
         )
         if not objs:
             raise InvalidInputError("no records to load")
+        if branch is not None and check_keys:
+            try:
+                self.check_key_types(self.snapshot(branch)[0], objs)
+            except InvalidInputError:
+                for o in objs:
+                    for path in (data_path(self.id, o.id), sketch_path(self.id, o.id)):
+                        with contextlib.suppress(Exception):
+                            self.storage.delete(path)
+                raise
         return objs
+
+    def check_key_types(self, old: Sequence[DataObject], new: Sequence[DataObject]) -> None:
+        """Refuse keys that cannot sort with the pool's: a key field's values must be of
+        one family (numbers, text, binary, dates and timestamps, ...) in every object."""
+        from limno.pools.records.keys import key_family
+
+        for i, name in enumerate(self.key.names):
+            seen: dict[str, str] = {}
+            for o in [*old, *new]:
+                if i >= len(o.key_types):
+                    continue
+                family = key_family(o.key_types[i])
+                if family is not None:
+                    seen.setdefault(family, o.key_types[i])
+            if len(seen) > 1:
+                (a, ta), (b, tb) = list(seen.items())[:2]
+                raise InvalidInputError(
+                    f"key field {name!r} is {tb} in this load but {ta} in the pool's objects:"
+                    f" {b} and {a} keys have no common order"
+                )
 
     def leaf_bounds(self, ref: str) -> list[tuple[Any, ...]]:
         """The lower bounds of ``ref``'s leaf partitions but the first, in key order."""
