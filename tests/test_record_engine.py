@@ -424,3 +424,54 @@ def test_sort_and_write_empty_input() -> None:
         _writer.sort_and_write(store, "pool", [pa.table({"k": pa.array([], pa.int64())})], key, 100)
         == []
     )
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_parallel_parts_write_like_one_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int
+) -> None:
+    """A large run is written by several threads: same rows, same order, same cuts."""
+    from limno.storage import open_storage
+
+    store = open_storage(str(tmp_path / "lake"), create=True)
+    key = PoolKey.parse("k:desc")
+    n = 20_000
+    ks = [(i * 7919) % 5000 for i in range(n)]  # ties across the parts' seams
+    table = pa.table({"k": ks, "i": list(range(n))})
+    bounds = [(3000,), (1000,)]
+    monkeypatch.setattr(_writer, "_parallel_parts", lambda nbytes: parts)
+    objs = _writer.sort_and_write(store, "p", [table], key, 64 * 1024, bounds=bounds)
+    assert sum(o.rows for o in objs) == n
+    rows = concat_unified([open_parquet(store, data_path("p", o.id)).read() for o in objs])
+    assert rows.equals(key.sort(table))  # stable: equal keys keep input order
+    assert all(o.size <= 3 * 64 * 1024 for o in objs)
+    # no object crosses a bound (descending: keys above 3000, then down to 1001, then
+    # the rest; an object's min_key is its first key in the pool's order)
+    for o in objs:
+        assert o.min_key is not None and o.max_key is not None
+        for (b,) in bounds:
+            assert not (o.min_key[0] > b >= o.max_key[0]), (o.min_key, o.max_key)
+    assert len(objs) > parts
+
+
+def test_parallel_parts_failure_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from limno.storage import open_storage
+
+    store = open_storage(str(tmp_path / "lake"), create=True)
+    real = _writer.write_sorted
+    calls = []
+
+    def flaky(*args: Any, **kwargs: Any) -> list[DataObject]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_writer, "_parallel_parts", lambda nbytes: 2)
+    monkeypatch.setattr(_writer, "write_sorted", flaky)
+    table = pa.table({"k": list(range(10_000))[::-1]})
+    with pytest.raises(OSError, match="disk full"):
+        _writer.sort_and_write(store, "p", [table], PoolKey.parse("k"), 10**9)
+    assert store.list("p").objects == []

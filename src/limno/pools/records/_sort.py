@@ -167,21 +167,32 @@ class Gathered:
     (``take`` and the Parquet encoder both run without the GIL).
     """
 
-    def __init__(self, table: pa.Table, order: np.ndarray | pa.Array | None) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        order: np.ndarray | pa.Array | None,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> None:
         self.table = table
         self.order = order
+        self.start = start
+        self.stop = table.num_rows if stop is None else stop
 
     def __iter__(self) -> Iterator[pa.Table]:
-        n = self.table.num_rows
+        """Sorted positions ``[start, stop)``, chunk by chunk."""
+        lo, hi = self.start, self.stop
         order = self.order
         if order is None:
-            for start in range(0, n, CHUNK_ROWS):
-                yield self.table.slice(start, CHUNK_ROWS)
+            for i in range(lo, hi, CHUNK_ROWS):
+                yield self.table.slice(i, min(CHUNK_ROWS, hi - i))
             return
-        if n <= CHUNK_ROWS:
-            yield self.table.take(order)
+        if hi - lo <= CHUNK_ROWS:
+            yield self.table.take(order[lo:hi])
             return
-        chunks = (self.table.take(order[i : i + CHUNK_ROWS]) for i in range(0, n, CHUNK_ROWS))
+        chunks = (
+            self.table.take(order[i : min(i + CHUNK_ROWS, hi)]) for i in range(lo, hi, CHUNK_ROWS)
+        )
         yield from prefetched(chunks, "limno-gather")
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -50,6 +51,10 @@ __all__ = ["ROW_GROUP_ROWS", "sort_and_write", "write_sorted"]
 ROW_GROUP_ROWS = 32768
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
+#: a sorted run is written by several threads (one per core, at most MAX_WRITERS)
+#: when each gets at least this many bytes (Arrow size) of it
+PARALLEL_MIN_BYTES = 64 * 2**20
+MAX_WRITERS = 4
 #: rows looked at to decide whether a column's values repeat enough for a dictionary
 DICTIONARY_SAMPLE_ROWS = 16384
 #: ... and the fewest rows for which that is worth looking at
@@ -539,7 +544,11 @@ def sort_and_write(
                 return []
             table = concat_unified(run)
             run = []
-            gathered = Gathered(table, sort_order(table, key))
+            order = sort_order(table, key)
+            parts = _parallel_parts(table.nbytes)
+            if parts > 1:
+                return _write_parts(storage, pool_id, table, order, key, target_size, bounds, parts)
+            gathered = Gathered(table, order)
             return write_sorted(storage, pool_id, gathered, key, target_size, bounds=bounds)
         if run:
             assert spill_root is not None
@@ -550,6 +559,60 @@ def sort_and_write(
     finally:
         if spill_root is not None:
             shutil.rmtree(spill_root, ignore_errors=True)
+
+
+def _parallel_parts(nbytes: int) -> int:
+    """How many threads write a sorted run of ``nbytes`` (one per core, each with at
+    least :data:`PARALLEL_MIN_BYTES`): pyarrow encodes one file on one thread."""
+    return max(1, min(os.cpu_count() or 1, MAX_WRITERS, nbytes // PARALLEL_MIN_BYTES))
+
+
+def _write_parts(
+    storage: Storage,
+    pool_id: str,
+    table: pa.Table,
+    order: np.ndarray | pa.Array | None,
+    key: PoolKey,
+    target_size: int,
+    bounds: Sequence[tuple[Any, ...]],
+    parts: int,
+) -> list[DataObject]:
+    """Write a sorted run as ``parts`` consecutive slices at once, each its own objects.
+
+    Each slice goes through :func:`write_sorted` (cut at the target size and the
+    bounds) in its own thread, so a large load is encoded on every core. If any
+    slice fails, the objects of the others are deleted too.
+    """
+    n = table.num_rows
+    cuts = [n * i // parts for i in range(parts + 1)]
+    with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="limno-write") as pool:
+        futures = [
+            pool.submit(
+                write_sorted,
+                storage,
+                pool_id,
+                Gathered(table, order, cuts[i], cuts[i + 1]),
+                key,
+                target_size,
+                bounds=bounds,
+            )
+            for i in range(parts)
+        ]
+        done: list[list[DataObject]] = []
+        error: BaseException | None = None
+        for f in futures:
+            try:
+                done.append(f.result())
+            except BaseException as e:
+                error = error or e
+    if error is not None:
+        for objs in done:
+            for o in objs:
+                for path in (data_path(pool_id, o.id), sketch_path(pool_id, o.id)):
+                    with contextlib.suppress(Exception):
+                        storage.delete(path)
+        raise error
+    return [o for objs in done for o in objs]
 
 
 def _sort_run(tables: list[pa.Table], key: PoolKey) -> pa.Table:
