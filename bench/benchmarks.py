@@ -486,7 +486,9 @@ def spark(cfg: Config) -> list[Result]:
     from limno.lake import Lake
 
     rows = cfg.rows(20_000_000, 200_000)
-    session = ls.session()
+    # 4 GB of driver heap (the default is 1 GB): the 20M cached rows and the sorts of
+    # both writers share it, and with 1 GB a sort could run out of execution memory
+    session = ls.session(conf={"spark.driver.memory": "4g"})
     # deterministic rows made in Spark: k is a permutation of 0..rows-1 (a multiplier
     # coprime with rows), the other columns hash k
     mult = 1_000_003
