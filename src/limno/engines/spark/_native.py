@@ -57,7 +57,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -66,9 +66,10 @@ import pyarrow.parquet as pq
 
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
+from limno.pools.records._writer import delete_objects
 from limno.pools.records.objects import DataObject, data_path, schema_to_b64
 
-from ._session import LakeSpec, hadoop_uri, translate_errors
+from ._session import LakeSpec, hadoop_uri, session_conf, translate_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -231,22 +232,6 @@ def expected_schema(schema: StructType) -> pa.Schema:
 # -- writing -----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
-    """Runtime settings of ``spark`` changed for the block, then restored."""
-    old: dict[str, str | None] = {k: spark.conf.get(k, None) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, before in old.items():
-            if before is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, before)
-
-
 def _writer_options(storage: Storage) -> dict[str, str]:
     opts = {
         "compression": COMPRESSION,
@@ -312,16 +297,6 @@ def remove_tree(storage: Storage, prefix: str) -> None:
         for info in storage.walk(prefix):
             with contextlib.suppress(Exception):
                 storage.delete(info.path)
-
-
-def delete_objects(storage: Storage, pool_id: str, objs: Iterable[DataObject]) -> None:
-    """Delete published (uncommitted) objects and their sketches, best effort."""
-    from limno.pools.records.sketches import sketch_path
-
-    for o in objs:
-        for path in (sketch_path(pool_id, o.id), data_path(pool_id, o.id)):
-            with contextlib.suppress(Exception):
-                storage.delete(path)
 
 
 def write_native(
@@ -416,7 +391,7 @@ def describe_part(
     (a retried attempt finds it again); a failure deletes what this call published.
     """
     from limno.pools.records._io import open_parquet
-    from limno.pools.records.sketches import sketch_path, write_sketch
+    from limno.pools.records.sketches import write_sketch
 
     pf = open_parquet(store, path, size)
     schema = pf.schema_arrow.remove_metadata()
@@ -453,8 +428,6 @@ def describe_part(
         if hook is not None:
             hook(obj)
     except BaseException:
-        for p in (sketch_path(pool_id, obj.id), dest):
-            with contextlib.suppress(Exception):
-                store.delete(p)
+        delete_objects(store, pool_id, [obj])
         raise
     return obj, None

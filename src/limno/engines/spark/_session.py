@@ -183,6 +183,22 @@ def session(
     return made
 
 
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Runtime settings of ``spark`` changed for the block, then restored."""
+    old: dict[str, str | None] = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, before in old.items():
+            if before is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, before)
+
+
 def hadoop_uri(storage: Storage, path: str) -> str:
     """The Hadoop URI Spark reads a lake object at (``file://`` or ``s3a://``)."""
     local = storage.local_path(path)

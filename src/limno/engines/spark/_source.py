@@ -37,6 +37,7 @@ from pyspark.sql.datasource import (
 
 from limno.core.commits import Action
 from limno.errors import InvalidInputError
+from limno.pools.records._writer import delete_objects
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject
 
@@ -76,7 +77,7 @@ class LimnoDataSource(DataSource):
         from pyspark.sql.types import StructField, StructType
 
         pool, ref = self._open()
-        target = _snapshot_schema(pool, pool.objects(ref))
+        target = _snapshot_schema(pool.objects(ref))
         return StructType([StructField(f.name, spark_type(f.type), True) for f in target])
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -96,7 +97,7 @@ class LimnoDataSource(DataSource):
         )
 
 
-def _snapshot_schema(pool: RecordPool, objs: Sequence[DataObject]) -> pa.Schema:
+def _snapshot_schema(objs: Sequence[DataObject]) -> pa.Schema:
     from limno.pools.records._schema import unify
 
     return unify(o.schema for o in objs if o.schema_b64)
@@ -115,7 +116,7 @@ class _Reader(DataSourceReader):
         self.spec = LakeSpec.of(pool.storage)
         self.pool_id = pool.id
         self.key: PoolKey = pool.key
-        self.target = _snapshot_schema(pool, objs)
+        self.target = _snapshot_schema(objs)
         self.clusters = [[o.to_json() for o in c] for c in _scan.plan(objs, pool.key, None, None)]
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -166,7 +167,7 @@ class _Writer(DataSourceArrowWriter):
 
         pool = Lake(self.spec.open()).pool(self.pool_id)
         objs = _objects(messages)
-        current = pool.snapshot(self.branch)[0]
+        current, tree = pool.snapshot(self.branch)
         try:
             pool.check_key_types([] if self.overwrite else current, objs)
         except InvalidInputError:
@@ -175,7 +176,7 @@ class _Writer(DataSourceArrowWriter):
         actions = []
         if self.overwrite:
             actions += [Action("delete", o.id, o.to_json()) for o in current]
-        actions += [Action("add", o.id, o.to_json()) for o in pool.referenced(objs, self.branch)]
+        actions += [Action("add", o.id, o.to_json()) for o in tree.referencing(objs)]
         if not actions:
             return
         rows = sum(o.rows for o in objs)
@@ -189,8 +190,6 @@ class _Writer(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing was committed: delete what the tasks wrote (vacuum gets the rest)."""
-        from ._native import delete_objects
-
         delete_objects(self.spec.open(), self.pool_id, _objects(messages))
 
 

@@ -36,7 +36,6 @@ they land in the last range(s), at the end of their objects, as limno expects.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -47,10 +46,11 @@ import pyarrow as pa
 
 from limno.core.commits import Action, Commit
 from limno.errors import InvalidInputError
+from limno.pools.records._writer import delete_objects
 from limno.pools.records.objects import DataObject
 
 from ._read import key_columns, open_pool
-from ._session import LakeSpec, session, translate_errors
+from ._session import LakeSpec, session, session_conf, translate_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -433,14 +433,15 @@ def write_objects(
                 if _hook is not None:
                     _hook(o)
         except BaseException:
-            _delete(store, pool_id, objs)
+            delete_objects(store, pool_id, objs)  # best effort: vacuum gets the rest
             raise
         yield pa.RecordBatch.from_pydict(
             {"object": [json.dumps(o.to_json()) for o in objs]},
             schema=pa.schema([pa.field("object", pa.string())]),
         )
 
-    with translate_errors("spark write"), _batch_rows(spark, WRITE_BATCH_ROWS):
+    batches = {"spark.sql.execution.arrow.maxRecordsPerBatch": str(WRITE_BATCH_ROWS)}
+    with translate_errors("spark write"), session_conf(spark, batches):
         rows = ordered.mapInArrow(task, _OUT).collect()
     objs = [DataObject.from_json(json.loads(r[0])) for r in rows]
     return _in_leaves(objs, tree, leaf_col)
@@ -448,41 +449,14 @@ def write_objects(
 
 def _in_leaves(objs: list[DataObject], tree: Any, leaf_col: str | None) -> list[DataObject]:
     """Objects of ranges cut at the leaves' bounds, each pointed at its leaf."""
-    import dataclasses
-
-    if leaf_col is not None or tree is None or not tree.stored:
+    if leaf_col is not None or tree is None:
         return objs  # referenced by the leaf index their rows carried (or no leaves)
-    leaves = tree.leaves()
-    out = []
-    for o in objs:
-        refs = tuple(p.id for p in leaves if tree.overlaps(p, o))
-        out.append(dataclasses.replace(o, partitions=refs))
-    return out
+    return list(tree.referencing(objs))
 
 
 #: rows per Arrow batch Spark hands a writing task (Spark's default, 10,000, costs
 #: a per-batch overhead that shows in bulk imports)
 WRITE_BATCH_ROWS = 131072
-
-
-@contextlib.contextmanager
-def _batch_rows(spark: SparkSession, n: int) -> Iterator[None]:
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    old = spark.conf.get(key, None)
-    spark.conf.set(key, str(n))
-    try:
-        yield
-    finally:
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
-
-
-def _delete(store: Any, pool_id: str, objs: Sequence[DataObject]) -> None:
-    from ._native import delete_objects
-
-    delete_objects(store, pool_id, objs)  # best effort: vacuum reclaims what is left
 
 
 def write(
@@ -543,7 +517,7 @@ def commit_objects(
     try:
         pool.check_key_types(pool.snapshot(branch)[0], objs)
     except InvalidInputError:
-        _delete(pool.storage, pool.id, objs)
+        delete_objects(pool.storage, pool.id, objs)
         raise
     rows = sum(o.rows for o in objs)
     return pool.versioned.commit(

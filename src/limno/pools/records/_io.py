@@ -57,10 +57,6 @@ class _FooterCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
 
 _footers = _FooterCache(FOOTER_CACHE_SIZE)
 

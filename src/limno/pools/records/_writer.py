@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from limno.ksuid import ksuid
-from limno.pools.records._merge import concat_unified, merge_sorted
+from limno.pools.records._merge import concat_unified, first_true, merge_sorted
 from limno.pools.records._sort import Gathered, prefetched, sort_order, take_sorted
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path, schema_to_b64
@@ -44,7 +44,7 @@ from limno.pools.records.sketches import SketchBuilder, sketch_path
 from limno.storage import Storage
 from limno.storage._obstore import ObStorage
 
-__all__ = ["ROW_GROUP_ROWS", "sort_and_write", "write_sorted"]
+__all__ = ["ROW_GROUP_ROWS", "delete_objects", "sort_and_write", "write_sorted"]
 
 #: rows per Parquet row group of a data object: small enough that a point lookup
 #: decodes little, large enough that scans stay fast
@@ -122,19 +122,10 @@ class _Bounds:
         bound = self.bounds[self.next]
         keys = self.key.key_table(table)
 
-        def below(i: int) -> bool:
-            return self.key.sort_key(self.key.row_key(keys, i)) < bound
+        def at_or_past(i: int) -> bool:
+            return not self.key.sort_key(self.key.row_key(keys, i)) < bound
 
-        if below(n - 1):
-            return n
-        lo, hi = 0, n - 1  # the first row at or past the bound is in [lo, hi]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if below(mid):
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return first_true(0, n, at_or_past)
 
     def advance(self) -> None:
         self.next += 1
@@ -606,13 +597,18 @@ def _write_parts(
             except BaseException as e:
                 error = error or e
     if error is not None:
-        for objs in done:
-            for o in objs:
-                for path in (data_path(pool_id, o.id), sketch_path(pool_id, o.id)):
-                    with contextlib.suppress(Exception):
-                        storage.delete(path)
+        delete_objects(storage, pool_id, [o for objs in done for o in objs])
         raise error
     return [o for objs in done for o in objs]
+
+
+def delete_objects(storage: Storage, pool_id: str, objs: Iterable[DataObject]) -> None:
+    """Delete written (uncommitted) objects and their sketches, best effort: whatever
+    is left is unreferenced, and vacuum reclaims it."""
+    for o in objs:
+        for path in (sketch_path(pool_id, o.id), data_path(pool_id, o.id)):
+            with contextlib.suppress(Exception):
+                storage.delete(path)
 
 
 def _sort_run(tables: list[pa.Table], key: PoolKey) -> pa.Table:

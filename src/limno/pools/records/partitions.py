@@ -24,6 +24,7 @@ the exact value it read and re-adds it with children, so if the parent was split
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,21 @@ class PartitionTree:
             else:
                 stack.extend(reversed(p.children))
         return out
+
+    def lower_bounds(self) -> list[tuple[Any, ...]]:
+        """The lower bounds of the leaves but the first, in key order: where a sorted
+        stream must start a new object for each object to lie in one leaf."""
+        return [p.lo for p in self.leaves() if p.lo is not None]
+
+    def referencing(self, objs: Iterable[DataObject]) -> list[DataObject]:
+        """New objects pointed at the leaves they overlap (unchanged without a tree)."""
+        if not self.stored:
+            return list(objs)
+        leaves = self.leaves()
+        return [
+            dataclasses.replace(o, partitions=tuple(p.id for p in leaves if self.overlaps(p, o)))
+            for o in objs
+        ]
 
     def leaves_under(self, pid: str) -> list[Partition]:
         out: list[Partition] = []

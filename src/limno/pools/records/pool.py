@@ -25,7 +25,6 @@ from limno.pools.branching import Branching
 from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path, lineage
 from limno.pools.records.partitions import PartitionTree, is_partition_key
-from limno.pools.records.sketches import sketch_path
 from limno.pools.records.typed_schema import TypedSchema
 from limno.pools.registry import PoolConfig
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
@@ -300,17 +299,18 @@ class RecordPool(Branching):
         self,
         sources: Iterable[Source],
         fmt: str | None = None,
-        branch: str | None = None,
+        branch: str = "main",
         *,
         check_keys: bool = True,
     ) -> list[DataObject]:
         """Write data objects without committing them: sorted, cut at the target size
-        and (given a ``branch``) at its leaf partitions' bounds, so that each object
-        lies in one leaf, as Sleeper's ingest writes one file per leaf. Given a
-        ``branch`` (and ``check_keys``), keys that cannot sort with the branch's are
-        refused (:meth:`check_key_types`) and nothing is left written."""
+        and at ``branch``'s leaf partitions' bounds, so that each object lies in one
+        leaf (and references it), as Sleeper's ingest writes one file per leaf. With
+        ``check_keys``, keys that cannot sort with the branch's are refused
+        (:meth:`check_key_types`) and nothing is left written."""
         from limno.pools.records import _writer
 
+        current, tree = self.snapshot(branch)
         objs = _writer.sort_and_write(
             self.storage,
             self.id,
@@ -318,20 +318,17 @@ class RecordPool(Branching):
             self.key,
             self.config.target_size,
             memory_limit=self.sort_memory,
-            bounds=self.leaf_bounds(branch) if branch is not None else (),
+            bounds=tree.lower_bounds(),
         )
         if not objs:
             raise InvalidInputError("no records to load")
-        if branch is not None and check_keys:
+        if check_keys:
             try:
-                self.check_key_types(self.snapshot(branch)[0], objs)
+                self.check_key_types(current, objs)
             except InvalidInputError:
-                for o in objs:
-                    for path in (data_path(self.id, o.id), sketch_path(self.id, o.id)):
-                        with contextlib.suppress(Exception):
-                            self.storage.delete(path)
+                _writer.delete_objects(self.storage, self.id, objs)
                 raise
-        return objs
+        return tree.referencing(objs)
 
     def check_key_types(self, old: Sequence[DataObject], new: Sequence[DataObject]) -> None:
         """Refuse keys that cannot sort with the pool's: a key field's values must be of
@@ -353,22 +350,6 @@ class RecordPool(Branching):
                     f" {b} and {a} keys have no common order"
                 )
 
-    def leaf_bounds(self, ref: str) -> list[tuple[Any, ...]]:
-        """The lower bounds of ``ref``'s leaf partitions but the first, in key order."""
-        _, tree = self.snapshot(ref)
-        return [p.lo for p in tree.leaves() if p.lo is not None]
-
-    def referenced(self, objs: Sequence[DataObject], branch: str) -> list[DataObject]:
-        """Point new objects at the leaf partitions (of ``branch``) they overlap."""
-        _, tree = self.snapshot(branch)
-        if not tree.stored:
-            return list(objs)
-        out = []
-        for o in objs:
-            leaves = tuple(p.id for p in tree.leaves() if tree.overlaps(p, o))
-            out.append(dataclasses.replace(o, partitions=leaves))
-        return out
-
     def load(
         self,
         sources: Iterable[Source],
@@ -380,7 +361,7 @@ class RecordPool(Branching):
     ) -> Commit:
         """Write and commit in one step: one commit per call."""
         self.versioned.head(branch)
-        objs = self.referenced(self.write(sources, fmt, branch), branch)
+        objs = self.write(sources, fmt, branch)
         rows = sum(o.rows for o in objs)
         return self.versioned.commit(
             branch,
@@ -395,7 +376,7 @@ class RecordPool(Branching):
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
         self.versioned.head(branch)
-        objs = self.referenced(self.write(sources, fmt, branch), branch)
+        objs = self.write(sources, fmt, branch)
         for o in objs:
             self.versioned.stage(branch, o.id, o.to_json())
         return objs
@@ -451,7 +432,8 @@ class RecordPool(Branching):
         pieces: dict[str, list[DataObject]] = {}
         for piece in self.objects(head):
             pieces.setdefault(piece.id, []).append(piece)
-        stored = {o.id: o for o in self.snapshot(head)[0]}
+        snapshot, tree = self.snapshot(head)
+        stored = {o.id: o for o in snapshot}
         for oid, parts in pieces.items():
             obj = stored[oid]
             kept, matched = filter_rows(_concat([self.read_object(p) for p in parts]), predicate)
@@ -466,9 +448,9 @@ class RecordPool(Branching):
                     [kept],
                     self.key,
                     self.config.target_size,
-                    bounds=self.leaf_bounds(head),
+                    bounds=tree.lower_bounds(),
                 )
-                for new in self.referenced(written, head):
+                for new in tree.referencing(written):
                     extra = {**dict(new.extra), "order": list(order_key(obj))}
                     new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
                     actions.append(Action("add", new.id, new.to_json()))
