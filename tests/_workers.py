@@ -24,8 +24,15 @@ def race_payload(tag: str, key: str) -> bytes:
     return f"{tag}:{key}:".encode() + tag.encode() * 64
 
 
+#: how long a worker waits for the go file before giving up (its parent died or failed)
+GO_TIMEOUT = 120.0
+
+
 def _wait_for(path: str) -> None:
+    deadline = time.monotonic() + GO_TIMEOUT
     while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no go file {path} after {GO_TIMEOUT}s")
         time.sleep(0.001)
 
 

@@ -1,6 +1,7 @@
 """Shared fixtures: a real S3-compatible server on loopback, and stores of every kind.
 
-The S3 server is moto in server mode, started once per test session as a separate
+The S3 server is moto in server mode (one request at a time, so conditional writes are
+atomic as on S3: tests/moto_serial.py), started once per test session as a separate
 process on 127.0.0.1 (a free port). Tests that use it talk HTTP to it exactly as
 they would to S3; nothing is mocked in-process.
 """
@@ -53,7 +54,7 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            [sys.executable, str(Path(__file__).with_name("moto_serial.py")), "-p", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -71,7 +72,11 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             else:
                 os.environ[k] = v
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def make_bucket(endpoint: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from bounded import stop as stop_all
 from limno import Lake
 
 WORKER = textwrap.dedent(
@@ -30,7 +31,7 @@ WORKER = textwrap.dedent(
         kinds = []
         while not os.path.exists(sys.argv[5]):
             kinds.append(pool.merge(branch, "main").kind)
-            time.sleep(0.05)
+            time.sleep(0.05)  # pace the merges (the writers need the cores too)
         kinds.append(pool.merge(branch, "main").kind)
         print(" ".join(kinds))
     """
@@ -59,12 +60,15 @@ def test_writers_on_two_branches_and_a_merger_lose_nothing(tmp_path: Path) -> No
         _spawn(lake_dir, "writer", "dev", "12", "b"),
     ]
     merger = _spawn(lake_dir, "merger", "dev", "0", str(stop))
-    for proc in writers:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-    stop.touch()
-    out, err = merger.communicate(timeout=300)
-    assert merger.returncode == 0, err
+    try:
+        for proc in writers:
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err
+        stop.touch()
+        out, err = merger.communicate(timeout=300)
+        assert merger.returncode == 0, err
+    finally:
+        stop_all([*writers, merger])
     kinds = out.split()
     assert kinds[-1] in ("merge", "fast-forward", "up-to-date")
     assert {"merge", "fast-forward"} & set(kinds), kinds

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bounded import join_all, read_line, stop, wait_until, whole_lines
 from limno.errors import (
     AlreadyExistsError,
     CorruptError,
@@ -223,8 +224,7 @@ def test_journal_threads_append_contiguously(mem: Storage) -> None:
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join_all(threads)
     assert sorted(results) == list(range(1, 151))
     bodies = [body for _, body in j.entries()]
     assert sorted(bodies) == sorted(b"w%d-%d" % (w, i) for w in range(6) for i in range(25))
@@ -314,8 +314,7 @@ def test_store_callable_updates(mem: Storage) -> None:
     threads = [threading.Thread(target=worker) for _ in range(5)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join_all(threads)
     assert not errors, errors
     assert js.get("counter") == {"n": 100}  # no increment lost to a race
     assert js.journal.head() == 101
@@ -484,19 +483,16 @@ def _run_appenders(uri: str, workers: int, count: int, tmp_path: Path) -> list[l
     try:
         for proc in procs:
             assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
+            assert read_line(proc.stdout) == "ready"
         go.touch()
         numbers = []
         for proc in procs:
             out, err = proc.communicate(timeout=300)
             assert proc.returncode == 0, err
-            numbers.append([int(line) for line in out.split()])
+            numbers.append([int(line) for line in whole_lines(out)])
         return numbers
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        stop(procs)
 
 
 def _check_appenders(uri: str, workers: int, count: int, numbers: list[list[int]]) -> None:
@@ -535,24 +531,30 @@ def test_eight_processes_append_s3(s3_uri: str, tmp_path: Path) -> None:
     _check_appenders(s3_uri, 8, 100, numbers)
 
 
-def _kill_round(uri: str, tag: str, delay: float) -> list[tuple[int, str]]:
-    proc = subprocess.Popen(
-        [sys.executable, WORKERS, "append-forever", uri, "s", tag, "7"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _kill_round(uri: str, tag: str, delay: float, tmp_path: Path) -> list[tuple[int, str]]:
+    """Kill an endless writer ``delay`` seconds into its loop; the commits it acknowledged.
+
+    The writer prints to a file, not a pipe, so it never blocks on a full pipe and the
+    kill lands anywhere in its loop. It may die halfway through printing a line: only
+    whole lines are acknowledgements.
+    """
+    out_path = tmp_path / f"{tag}.out"
+    with open(out_path, "w") as out, open(tmp_path / f"{tag}.err", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, WORKERS, "append-forever", uri, "s", tag, "7"],
+            stdout=out,
+            stderr=err,
+            text=True,
+        )
     try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # the writer is in its loop
-        assert first, proc.stderr.read() if proc.stderr else ""
-        time.sleep(delay)
+        wait_until(lambda: "\n" in out_path.read_text(), "the writer's first commit", alive=proc)
+        time.sleep(delay)  # not a wait for anything: the random moment of the kill
     finally:
         proc.send_signal(signal.SIGKILL)
-        out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, (tmp_path / f"{tag}.err").read_text()
     acked = []
-    for line in (first + out).splitlines():
+    for line in whole_lines(out_path.read_text()):
         n, key = line.split()
         acked.append((int(n), key))
     return acked
@@ -565,7 +567,7 @@ def test_killed_writer_leaves_a_sound_journal(tmp_path: Path) -> None:
     rng = random.Random()
     acked: dict[str, int] = {}
     for round_ in range(5):
-        for n, key in _kill_round(uri, f"r{round_}", rng.uniform(0.0, 0.4)):
+        for n, key in _kill_round(uri, f"r{round_}", rng.uniform(0.0, 0.4), tmp_path):
             acked[key] = n
         js = JournalStore(open_storage(uri), "s", snapshot_every=7)
         head = js.journal.head()

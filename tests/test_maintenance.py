@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bounded import read_line
 from clirunner import fail, ok
 from limno import Lake
 from limno.pools.records.splitting import leaf_rows
@@ -255,10 +256,12 @@ def test_compaction_killed_midway_leaves_lake_consistent(tmp_path: Path) -> None
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED, lake_dir], stdout=subprocess.PIPE, text=True, env=env
     )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "outputs written"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    try:
+        assert proc.stdout is not None
+        assert read_line(proc.stdout) == "outputs written"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
     assert pool.resolve() == head and pool.scan().equals(before)
     assert list(Lake.open(lake_dir).verify()) == []
     orphans = {p.name for p in (tmp_path / "lake" / pool.id / "data").iterdir()} - data_files

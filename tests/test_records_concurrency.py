@@ -14,16 +14,25 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
+from bounded import read_line, stop, whole_lines
 from limno import Lake
 
 WRITER = textwrap.dedent(
     """
-    import sys
+    import os, sys, time
     import pyarrow as pa
     from limno import Lake
     lake_uri = sys.argv[1]
     worker, loads, rows = (int(a) for a in sys.argv[2:5])
+    go = sys.argv[5] if len(sys.argv) > 5 else None
     pool = Lake.open(lake_uri).pool("p")
+    if go:  # start loading together with the other writers
+        print("ready", flush=True)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(go):
+            if time.monotonic() > deadline:
+                raise SystemExit("no go file")
+            time.sleep(0.001)
     for i in range(loads):
         tag = f"w{worker}-{i}"
         pool.load([pa.table({"ts": list(range(rows)), "tag": [tag] * rows})], message=tag)
@@ -32,9 +41,12 @@ WRITER = textwrap.dedent(
 )
 
 
-def _spawn(lake: str, worker: int, loads: int, rows: int) -> subprocess.Popen[str]:
+def _spawn(
+    lake: str, worker: int, loads: int, rows: int, go: Path | None = None
+) -> subprocess.Popen[str]:
+    extra = [str(go)] if go else []
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, lake, str(worker), str(loads), str(rows)],
+        [sys.executable, "-c", WRITER, lake, str(worker), str(loads), str(rows), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -45,10 +57,18 @@ def _spawn(lake: str, worker: int, loads: int, rows: int) -> subprocess.Popen[st
 def test_six_processes_loading_lose_nothing(tmp_path: Path) -> None:
     lake_dir = str(tmp_path / "lake")
     Lake.init(lake_dir).create_pool("p", key="ts")
-    procs = [_spawn(lake_dir, w, 10, 50) for w in range(6)]
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
+    go = tmp_path / "go"
+    procs = [_spawn(lake_dir, w, 10, 50, go) for w in range(6)]
+    try:
+        for proc in procs:  # all have started before any loads: they race
+            assert proc.stdout is not None
+            assert read_line(proc.stdout) == "ready"
+        go.touch()
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err
+    finally:
+        stop(procs)
     pool = Lake.open(lake_dir).pool("p")
     table = pool.table()
     counts = pc.value_counts(table.column("tag")).to_pylist()
@@ -71,10 +91,14 @@ def test_sigkill_during_loads_leaves_no_partial_commit(tmp_path: Path) -> None:
     completed = 0
     for round_ in range(5):
         proc = _spawn(lake_dir, round_, 1000, 2000)
-        time.sleep(rng.uniform(1.5, 4.0))
-        os.kill(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=30)
-        completed += len(out.split())
+        try:
+            assert proc.stdout is not None
+            first = read_line(proc.stdout)  # one load committed: the writer is in its loop
+            time.sleep(rng.uniform(0.0, 2.5))  # not a wait for anything: when to kill
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate(timeout=30)
+        completed += len([first, *whole_lines(out)])  # a tag cut off by the kill is no ack
         lake = Lake.open(lake_dir)
         assert list(lake.verify()) == [], f"round {round_}"
         table = lake.pool("p").table()

@@ -509,3 +509,12 @@ def test_conform_to_a_widened_type_keeps_every_value(
     assert out.schema.field("c").type == w
     for v, o in zip(column.to_pylist(), out.column("c").to_pylist(), strict=True):
         assert _kept(v, o, a, w), (v, o, a, w)
+
+
+def test_text_of_a_zoned_timestamp_reads_back_even_with_a_seconds_offset() -> None:
+    # Paris kept local mean time (+00:09:21) until 1911: Arrow's "+0009" would lose 21 s
+    utc = [dt.datetime(1911, 1, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)]
+    column = pa.array([*utc, None], pa.timestamp("s", "Europe/Paris"))
+    out = conform(pa.table({"c": column}), pa.schema([("c", pa.string())])).column("c")
+    assert out.to_pylist()[1:] == ["2024-01-01 11:00:00+0100", None]
+    assert pc.cast(out, column.type).to_pylist() == column.to_pylist()

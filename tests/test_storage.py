@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from _workers import RACE_KEYS, race_payload
+from bounded import DEFAULT_TIMEOUT, join_all, read_line, stop, whole_lines
 from limno.errors import (
     AlreadyExistsError,
     InvalidInputError,
@@ -327,7 +328,7 @@ def _race_threads(store: Storage, tags: list[str]) -> dict[str, list[str]]:
 
     def worker(tag: str) -> None:
         try:
-            barrier.wait()
+            barrier.wait(timeout=DEFAULT_TIMEOUT)
             for i in range(RACE_KEYS):
                 key = f"race/k{i:02d}"
                 try:
@@ -341,8 +342,7 @@ def _race_threads(store: Storage, tags: list[str]) -> dict[str, list[str]]:
     threads = [threading.Thread(target=worker, args=(tag,)) for tag in tags]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join_all(threads)
     assert not errors, errors
     return won
 
@@ -361,19 +361,16 @@ def _race_processes(uri: str, tags: list[str], tmp_path: Path) -> dict[str, list
     try:
         for proc in procs.values():
             assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "ready"
+            assert read_line(proc.stdout) == "ready"
         go.touch()  # all start racing together
         won = {}
         for tag, proc in procs.items():
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, err
-            won[tag] = out.split()
+            won[tag] = whole_lines(out)
         return won
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        stop(procs.values())
 
 
 def test_put_if_absent_race(store: Storage, store_uri: str, tmp_path: Path) -> None:
@@ -423,7 +420,7 @@ def test_local_put_is_atomic_for_readers(tmp_path: Path) -> None:
             store.put("obj", versions[(i + 1) % len(versions)])
     finally:
         done.set()
-        thread.join()
+        join_all([thread])
     assert not errors, errors
     assert not bad, bad[:5]
     assert sum(seen.values()) > 0

@@ -13,9 +13,19 @@ code) translates errors in exactly one place: :func:`http_status`.
     ├── InvalidInputError        400  bad argument, name, record, schema
     ├── CorruptError             500  stored bytes fail their checks
     └── StorageError             503  the object store itself failed
+
+Errors of the operating system and of Arrow become these at the few places where
+bytes are read or written (the storage backend, the Parquet reader and writer):
+:func:`storage_error` words an ``OSError`` (``cannot write PATH: no space left on
+device``) and :func:`damaged_object` names a data object whose bytes fail to decode.
 """
 
 from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Iterator
 
 __all__ = [
     "AlreadyExistsError",
@@ -27,7 +37,12 @@ __all__ = [
     "NotFoundError",
     "PreconditionFailedError",
     "StorageError",
+    "damaged_object",
+    "decode_reason",
     "http_status",
+    "os_errors",
+    "os_reason",
+    "storage_error",
 ]
 
 
@@ -75,6 +90,8 @@ class CorruptError(LimnoError):
     """Stored bytes failed their checks (truncated, bad checksum, bad shape)."""
 
     status = 500
+    #: what the decoder said, without the advice around it (for ``verify``'s faults)
+    reason: str = ""
 
 
 class StorageError(LimnoError):
@@ -86,3 +103,62 @@ class StorageError(LimnoError):
 def http_status(err: BaseException) -> int:
     """The HTTP status code an error maps to (500 for anything unexpected)."""
     return err.status if isinstance(err, LimnoError) else 500
+
+
+#: how an error line words the errnos a user can act on
+_REASONS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large",
+    errno.EROFS: "read-only file system",
+    errno.EIO: "input/output error",
+}
+
+
+def os_reason(code: int | None, text: str = "") -> str:
+    """A short lower-case reason for an errno (``text`` when it has none)."""
+    if code in _REASONS:
+        return _REASONS[code]
+    if code is not None:
+        words = os.strerror(code)
+        return words[:1].lower() + words[1:]
+    return text or "unknown error"
+
+
+def storage_error(action: str, path: str, err: OSError) -> StorageError:
+    """``cannot ACTION PATH: REASON`` for an OS error on a file or object."""
+    return StorageError(f"cannot {action} {path}: {os_reason(err.errno, str(err))}")
+
+
+@contextlib.contextmanager
+def os_errors(action: str, path: str) -> Iterator[None]:
+    """Turn an ``OSError`` with an errno raised inside into :func:`storage_error`.
+
+    Errors without an errno pass through: Arrow raises those for bytes it cannot
+    decode, which only the caller can name (see :func:`damaged_object`).
+    """
+    try:
+        yield
+    except OSError as e:
+        if e.errno is None:
+            raise
+        raise storage_error(action, path, e) from e
+
+
+def decode_reason(err: BaseException) -> str:
+    """The first sentence of a decoder's message (Arrow's go on with advice)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    first = text.split(". ")[0]
+    return first.rstrip(" .:") or type(err).__name__
+
+
+def damaged_object(path: str, pool: str, reason: str) -> CorruptError:
+    """The error for a data object whose bytes fail to decode: names it, suggests verify
+    (``--deep``: only a deep verify reads every page, where such damage shows)."""
+    err = CorruptError(
+        f"data object {path} of pool {pool} is damaged ({reason}); run 'limno verify --deep {pool}'"
+    )
+    err.reason = reason
+    return err

@@ -13,6 +13,8 @@ class Fault:
 
     path: str
     problem: str
+    #: what to do about it (empty when there is nothing specific to say)
+    fix: str = ""
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.problem}"
+        return f"{self.path}: {self.problem}" + (f" (to fix: {self.fix})" if self.fix else "")

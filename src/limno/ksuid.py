@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["is_ksuid", "ksuid"]
+__all__ = ["is_ksuid", "ksuid", "ksuid_time"]
 
 _EPOCH = 1_400_000_000
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -31,3 +31,11 @@ def ksuid(at: float | None = None) -> str:
 def is_ksuid(text: str) -> bool:
     """Whether ``text`` has the shape of a KSUID."""
     return len(text) == _WIDTH and all(c in _ALPHABET for c in text)
+
+
+def ksuid_time(text: str) -> float:
+    """The Unix time (seconds) a KSUID was made at (by its maker's clock)."""
+    n = 0
+    for c in text:
+        n = n * 62 + _ALPHABET.index(c)
+    return float((n >> 128) + _EPOCH)

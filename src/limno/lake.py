@@ -153,8 +153,12 @@ class Lake:
         return self.registry.rename(old, new)
 
     # -- checking --------------------------------------------------------------
-    def verify(self, pool: str | None = None) -> Iterator[Fault]:
-        """Every broken invariant of the lake (or of one pool), each as a :class:`Fault`."""
+    def verify(self, pool: str | None = None, deep: bool = False) -> Iterator[Fault]:
+        """Every broken invariant of the lake (or of one pool), each as a :class:`Fault`.
+
+        ``deep`` also reads every data object whole (page checksums, sort order,
+        keys and counts against the recorded metadata).
+        """
         from limno.pools.records.checks import verify_pool
 
         try:
@@ -167,20 +171,20 @@ class Lake:
             return
         configs = [self.registry.find(pool)] if pool else self.pools()
         for config in configs:
-            yield from verify_pool(self, config)
+            yield from verify_pool(self, config, deep)
 
 
 def check_lake_json(uri: str, raw: bytes) -> dict[str, object]:
     """Parse ``lake.json`` or raise CorruptError saying what is wrong with it."""
     try:
         doc = json.loads(raw)
-    except ValueError as e:
-        raise CorruptError(f"{uri}/{LAKE_JSON}: not valid JSON ({e})") from e
+    except (ValueError, RecursionError) as e:
+        raise CorruptError(f"{uri}/{LAKE_JSON}: not valid JSON ({str(e)[:200]})") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise CorruptError(f"{uri}/{LAKE_JSON}: not a limno lake descriptor")
     version = doc.get("version")
-    if version != FORMAT_VERSION:
+    if version != FORMAT_VERSION or isinstance(version, bool):  # True == 1
         raise CorruptError(
-            f"{uri}/{LAKE_JSON}: format version {version!r}; this limno reads {FORMAT_VERSION}"
+            f"{uri}/{LAKE_JSON}: format version {version!r:.40}; this limno reads {FORMAT_VERSION}"
         )
     return doc

@@ -314,6 +314,11 @@ def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> 
 @click.command()
 @_fmt_opt
 @_engine_opts
+@click.option(
+    "--safe",
+    is_flag=True,
+    help="One read-only query; no file, network or settings access (also $LIMNO_SQL_SAFE=1).",
+)
 @click.argument("sql")
 @click.pass_obj
 def query(
@@ -322,21 +327,24 @@ def query(
     engine: str,
     spark_master: str | None,
     spark_conf: Sequence[str],
+    safe: bool,
     sql: str,
 ) -> None:
     """SQL over pools: FROM logs, FROM "logs@dev", FROM "logs:objects", FROM ":pools"."""
     from limno.engines.spark import use_spark
+    from limno.engines.sql_safety import safe_from_env
 
+    safe = safe or safe_from_env()
     lake = obj.lake()
     size = _query_size(lake, sql) if engine == "auto" else 0
     if use_spark(engine, size):
         from limno.engines.spark import query as spark_query
 
-        table = spark_query(lake, sql, _spark_session(spark_master, spark_conf))
+        table = spark_query(lake, sql, _spark_session(spark_master, spark_conf), safe=safe)
     else:
         from limno.engines.local import query as run
 
-        table = run(lake, sql)
+        table = run(lake, sql, safe=safe)
     write_tables([table], obj.format(fmt))
 
 
@@ -364,7 +372,12 @@ def _query_size(lake: Any, sql: str) -> int:
 
 @click.command()
 @_pool_opt
-@click.option("--where", "predicate", default=None, help="SQL predicate of rows to delete.")
+@click.option(
+    "--where",
+    "predicate",
+    default=None,
+    help="Rows to delete: one SQL expression over a row's columns (no subqueries).",
+)
 @click.option("-m", "--message", default="")
 @click.option("--author", default=None)
 @click.argument("ids", nargs=-1)
@@ -424,7 +437,8 @@ def vacuum(obj: Context, ref: str | None, dry_run: bool, grace: str, retention: 
         click.echo(f"{path}\t{size}")
     click.echo(
         f"{verb} {len(report.removed)} object(s), {report.bytes} bytes; kept"
-        f" {report.referenced} referenced and {report.too_young} younger than the grace period",
+        f" {report.referenced} referenced, {report.leased} held by writes in flight and"
+        f" {report.too_young} younger than the grace period",
         err=True,
     )
 

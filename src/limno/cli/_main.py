@@ -2,13 +2,20 @@
 
 Every command resolves the lake the same way (``--lake``, ``LIMNO_LAKE``, the
 default path) and every LimnoError becomes one ``error: ...`` line on stderr and
-exit code 1; usage errors exit 2 (click's convention).
+exit code 1; usage errors exit 2 (click's convention). Nothing escapes as a
+traceback: see :func:`main`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import sys
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -16,8 +23,11 @@ from limno.cli._output import FORMATS, default_format
 from limno.cli._state import working_ref
 from limno.config import lake_location
 from limno.core.refs import parse_pool_ref
-from limno.errors import InvalidInputError, LimnoError
+from limno.errors import InvalidInputError, LimnoError, os_reason
 from limno.lake import Lake
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["Context", "cli", "main"]
 
@@ -85,11 +95,16 @@ def init(obj: Context) -> None:
 
 @cli.command()
 @click.argument("pool", required=False)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also read every data object whole: page checksums, sort order, keys, counts.",
+)
 @click.pass_obj
-def verify(obj: Context, pool: str | None) -> None:
+def verify(obj: Context, pool: str | None, deep: bool) -> None:
     """Check every invariant of the lake (or of POOL); exit non-zero naming each fault."""
     lake = obj.lake()
-    faults = list(lake.verify(pool))
+    faults = list(lake.verify(pool, deep=deep))
     for fault in faults:
         click.echo(f"fault: {fault}", err=True)
     if faults:
@@ -109,9 +124,20 @@ _register()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI, turning limno errors into one ``error:`` line."""
+    """Entry point: run the CLI; every failure becomes one ``error:`` line and exit 1.
+
+    Library errors arrive as LimnoErrors, already worded where the bytes were read
+    or written. A failed write of the command's own output is worded here. Anything
+    else is a bug: it still gets one line (the traceback only with ``LIMNO_DEBUG=1``).
+    """
+    with _whole_writes_to_stdout():
+        _run(argv)
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="limno", standalone_mode=False)
+        sys.stdout.flush()  # a full disk under redirected output fails here, not at exit
     except click.UsageError as e:
         click.echo(f"error: {e.format_message()}", err=True)
         sys.exit(2)
@@ -122,7 +148,112 @@ def main(argv: list[str] | None = None) -> None:
         e.show()
         sys.exit(e.exit_code)
     except LimnoError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
+        _fail(e, str(e))
     except BrokenPipeError:
+        _drop_output()
         sys.exit(1)
+    except OSError as e:
+        if e.errno is not None and e.filename is None and _raised_by_cli(e):
+            _drop_output()
+            _fail(e, f"cannot write standard output: {os_reason(e.errno)}")
+        _internal(e)
+    except Exception as e:
+        _internal(e)
+
+
+def _fail(err: BaseException, message: str) -> NoReturn:
+    if os.environ.get("LIMNO_DEBUG"):
+        traceback.print_exception(err)
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)
+
+
+def _internal(err: BaseException) -> NoReturn:
+    """The last line of defence: an error no boundary mapped (a bug, to be reported)."""
+    text = str(err).strip().splitlines()
+    detail = f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
+    hint = "" if os.environ.get("LIMNO_DEBUG") else " (set LIMNO_DEBUG=1 for a traceback)"
+    _fail(err, f"internal error: {detail}{hint}")
+
+
+class _WholeWrites(io.RawIOBase):
+    """Standard output that writes every byte or raises.
+
+    A write that a full disk (or a file-size limit) cuts short returns a short count,
+    which Python's buffered writer passes over: the output would end truncated and
+    the command exit 0. Writing the rest raises the OSError that says why.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: ReadableBuffer) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.write(self._fd, view[done:])
+        return done
+
+
+@contextlib.contextmanager
+def _whole_writes_to_stdout() -> Iterator[None]:
+    """Run with ``sys.stdout`` writing through :class:`_WholeWrites` (the process's
+    own stdout only: a caller that replaced it, like the tests' runner, keeps its own)."""
+    out, own, fd = sys.stdout, sys.__stdout__, -1
+    if own is not None and out is own:
+        with contextlib.suppress(OSError, ValueError):
+            fd = own.fileno()
+    if fd < 0:
+        yield
+        return
+    out.flush()
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(_WholeWrites(fd)),
+        encoding=out.encoding,
+        errors=out.errors,
+        line_buffering=bool(out.line_buffering),
+    )
+    try:
+        yield
+    finally:
+        whole, sys.stdout = sys.stdout, out
+        with contextlib.suppress(OSError, ValueError):
+            whole.flush()
+
+
+def _drop_output() -> None:
+    """Point stdout at the null device once writing to it failed.
+
+    What is still buffered cannot be written, and flushing it again at exit would
+    print a second error (and change the exit code).
+    """
+    with contextlib.suppress(OSError, ValueError):
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+
+def _raised_by_cli(err: BaseException) -> bool:
+    """Whether the innermost limno code ``err`` passed through is the CLI's own.
+
+    The library maps the OS errors of the lake where it reads and writes, so an
+    errno-carrying OSError raised from the command layer itself came from writing
+    the command's output (stdout).
+    """
+    innermost = ""
+    for frame, _ in traceback.walk_tb(err.__traceback__):
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("limno."):
+            innermost = module
+    return innermost.startswith("limno.cli.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,12 @@ from limno.core.committed import _LRU
 from limno.errors import CorruptError, NotFoundError
 from limno.storage import Storage
 
-__all__ = ["Action", "Commit", "CommitStore", "now_iso"]
+__all__ = ["ACTION_OPS", "Action", "Commit", "CommitStore", "now_iso"]
+
+#: what an action does to its entry (see :class:`Action`)
+ACTION_OPS = ("add", "create", "delete")
+_TEXT_FIELDS = ("author", "date", "message")
+_SNAPSHOT_ID = re.compile(r"[0-9a-f]{64}")  # see limno.core.committed
 
 
 def now_iso() -> str:
@@ -41,7 +47,13 @@ class Action:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Action:
-        return cls(d["op"], d["key"], d.get("value", {}))
+        """Raises KeyError, TypeError or ValueError when ``d`` is not an action."""
+        _expect(d, Mapping, "an action")
+        action = cls(d["op"], _expect(d["key"], str, "an action key"), d.get("value", {}))
+        if action.op not in ACTION_OPS:
+            raise ValueError(f"unknown action {action.op!r:.40}")
+        _expect(action.value, Mapping, "an action value")
+        return action
 
     def inverse(self) -> Action:
         return Action("add" if self.op == "delete" else "delete", self.key, self.value)
@@ -76,16 +88,27 @@ class Commit:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Commit:
+        """Raises KeyError, TypeError or ValueError when ``d`` is not a commit."""
+        _expect(d, Mapping, "a commit")
+        text = {k: _expect(d.get(k, ""), str, f"commit field {k!r}") for k in _TEXT_FIELDS}
+        parents = _expect(d["parents"], list, "the commit's parents")
+        retries = _expect(d.get("retries", 0), int, "the commit's retries")
+        if text["date"]:
+            dt.datetime.fromisoformat(text["date"])  # Commit.time reads it
+        if not _SNAPSHOT_ID.fullmatch(_expect(d["snapshot"], str, "a snapshot id")):
+            raise ValueError(f"snapshot id {d['snapshot']!r:.80} is not a SHA-256")
         return cls(
-            id=d["id"],
-            parents=tuple(d["parents"]),
+            id=_expect(d["id"], str, "a commit id"),
+            parents=tuple(_expect(p, str, "a parent id") for p in parents),
             snapshot=d["snapshot"],
-            author=d.get("author", ""),
-            date=d.get("date", ""),
-            message=d.get("message", ""),
-            meta=dict(d.get("meta", {})),
-            actions=tuple(Action.from_json(a) for a in d.get("actions", [])),
-            retries=int(d.get("retries", 0)),
+            author=text["author"],
+            date=text["date"],
+            message=text["message"],
+            meta=dict(_expect(d.get("meta", {}), Mapping, "the commit's meta")),
+            actions=tuple(
+                Action.from_json(a) for a in _expect(d.get("actions", []), list, "actions")
+            ),
+            retries=retries,
         )
 
     @property
@@ -102,6 +125,7 @@ class CommitStore:
     def __init__(self, storage: Storage, pool_id: str) -> None:
         self.storage = storage
         self.pool_id = pool_id
+        self._cached = f"{storage.uri}/{pool_id}"  # per store, as copies share pool ids
 
     def path(self, commit_id: str) -> str:
         return f"{self.pool_id}/commits/{commit_id}.json"
@@ -109,10 +133,10 @@ class CommitStore:
     def put(self, commit: Commit) -> None:
         data = json.dumps(commit.to_json(), sort_keys=True, separators=(",", ":")).encode()
         self.storage.put_if_absent(self.path(commit.id), data)
-        _commits.put(f"{self.pool_id}/{commit.id}", commit)
+        _commits.put(f"{self._cached}/{commit.id}", commit)
 
     def get(self, commit_id: str) -> Commit:
-        cached = _commits.get(f"{self.pool_id}/{commit_id}")
+        cached = _commits.get(f"{self._cached}/{commit_id}")
         if cached is not None:
             return cached
         path = self.path(commit_id)
@@ -122,11 +146,11 @@ class CommitStore:
             raise NotFoundError(f"commit {commit_id} not found") from e
         try:
             commit = Commit.from_json(json.loads(data))
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptError(f"{path}: unreadable commit ({e})") from e
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            raise CorruptError(f"{path}: unreadable commit ({str(e)[:200]})") from e
         if commit.id != commit_id:
             raise CorruptError(f"{path}: holds commit {commit.id}")
-        _commits.put(f"{self.pool_id}/{commit_id}", commit)
+        _commits.put(f"{self._cached}/{commit_id}", commit)
         return commit
 
     def exists(self, commit_id: str) -> bool:
@@ -172,6 +196,13 @@ class CommitStore:
 
     def ancestors(self, head: str) -> set[str]:
         return {c.id for c in self.log([head])}
+
+
+def _expect(value: Any, kind: type, what: str) -> Any:
+    """``value`` if it is a ``kind`` (a bool is no int here), else TypeError."""
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{what} is not a {kind.__name__}: {value!r:.40}")
+    return value
 
 
 def _neg(date: str) -> str:

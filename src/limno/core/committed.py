@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -52,6 +53,7 @@ def is_boundary(key: str) -> bool:
 
 #: the id of the empty snapshot (its metarange is never stored: it is implied)
 EMPTY = _digest(_encode({"ranges": []}))
+_RANGE_ID = re.compile(r"[0-9a-f]{64}")  # a SHA-256, so also a safe path segment
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,32 @@ class RangeRef:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "first": self.first, "last": self.last, "count": self.count}
+
+
+def _metarange(path: str, doc: Any) -> list[RangeRef]:
+    """The ranges a stored metarange lists, or CorruptError."""
+    rows = doc.get("ranges") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise CorruptError(f"{path}: not a metarange")
+    refs = [RangeRef(r.get("id"), r.get("first"), r.get("last"), r.get("count")) for r in rows]
+    for ref in refs:
+        text = isinstance(ref.id, str) and isinstance(ref.first, str) and isinstance(ref.last, str)
+        if not text or not _RANGE_ID.fullmatch(ref.id) or type(ref.count) is not int:
+            raise CorruptError(f"{path}: malformed range reference {ref.to_json()!r:.120}")
+    return refs
+
+
+def _range_entries(path: str, doc: Any) -> list[Entry]:
+    """The entries of a stored range, or CorruptError."""
+    rows = doc.get("entries") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise CorruptError(f"{path}: not a range")
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 2 and isinstance(row[0], str)):
+            raise CorruptError(f"{path}: malformed entry {row!r:.120}")
+        if not isinstance(row[1], dict):
+            raise CorruptError(f"{path}: entry {row[0]!r:.80} has no object value")
+    return [(k, v) for k, v in rows]
 
 
 class _LRU:
@@ -100,6 +128,9 @@ class Snapshots:
     def __init__(self, storage: Storage, pool_id: str) -> None:
         self.storage = storage
         self.pool_id = pool_id
+        # the caches also stand for "already stored" when writing, so they are per
+        # store: a copy of a lake (same pool ids) must not skip writes the original made
+        self._cached = f"{storage.uri}/{pool_id}"
 
     def _range_path(self, rid: str) -> str:
         return f"{self.pool_id}/meta/ranges/{rid}"
@@ -117,28 +148,28 @@ class Snapshots:
             raise CorruptError(f"{path}: content does not match its hash")
         try:
             return json.loads(data)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise CorruptError(f"{path}: not valid JSON") from e
 
     def ranges(self, snapshot: str) -> list[RangeRef]:
         """The metarange of a snapshot."""
         if snapshot == EMPTY:
             return []
-        cached = _metaranges.get(f"{self.pool_id}/{snapshot}")
+        cached = _metaranges.get(f"{self._cached}/{snapshot}")
         if cached is not None:
             return list(cached)
-        doc = self._load(self._meta_path(snapshot), snapshot)
-        refs = [RangeRef(r["id"], r["first"], r["last"], int(r["count"])) for r in doc["ranges"]]
-        _metaranges.put(f"{self.pool_id}/{snapshot}", tuple(refs))
+        path = self._meta_path(snapshot)
+        refs = _metarange(path, self._load(path, snapshot))
+        _metaranges.put(f"{self._cached}/{snapshot}", tuple(refs))
         return refs
 
     def range_entries(self, rid: str) -> list[Entry]:
-        cached = _ranges.get(f"{self.pool_id}/{rid}")
+        cached = _ranges.get(f"{self._cached}/{rid}")
         if cached is not None:
             return list(cached)
-        doc = self._load(self._range_path(rid), rid)
-        entries = [(k, v) for k, v in doc["entries"]]
-        _ranges.put(f"{self.pool_id}/{rid}", tuple(entries))
+        path = self._range_path(rid)
+        entries = _range_entries(path, self._load(path, rid))
+        _ranges.put(f"{self._cached}/{rid}", tuple(entries))
         return entries
 
     def entries(self, snapshot: str) -> Iterator[Entry]:
@@ -165,9 +196,9 @@ class Snapshots:
         data = _encode({"entries": [[k, v] for k, v in entries]})
         rid = _digest(data)
         path = self._range_path(rid)
-        if _ranges.get(f"{self.pool_id}/{rid}") is None and not self.storage.exists(path):
+        if _ranges.get(f"{self._cached}/{rid}") is None and not self.storage.exists(path):
             self.storage.put(path, data)
-        _ranges.put(f"{self.pool_id}/{rid}", tuple(entries))
+        _ranges.put(f"{self._cached}/{rid}", tuple(entries))
         return RangeRef(rid, entries[0][0], entries[-1][0], len(entries))
 
     def _write_meta(self, refs: list[RangeRef]) -> str:
@@ -176,9 +207,9 @@ class Snapshots:
         if mid == EMPTY:
             return EMPTY
         path = self._meta_path(mid)
-        if _metaranges.get(f"{self.pool_id}/{mid}") is None and not self.storage.exists(path):
+        if _metaranges.get(f"{self._cached}/{mid}") is None and not self.storage.exists(path):
             self.storage.put(path, data)
-        _metaranges.put(f"{self.pool_id}/{mid}", tuple(refs))
+        _metaranges.put(f"{self._cached}/{mid}", tuple(refs))
         return mid
 
     def _chunk(self, entries: list[Entry], final: bool) -> tuple[list[RangeRef], list[Entry]]:
@@ -273,8 +304,7 @@ class Snapshots:
                 continue
             path = self._range_path(ref.id)
             try:
-                doc = self._load(path, ref.id)
-                keys = [k for k, _ in doc["entries"]]
+                keys = [k for k, _ in _range_entries(path, self._load(path, ref.id))]
             except (NotFoundError, CorruptError) as e:
                 yield Fault(path, str(e))
                 continue

@@ -14,17 +14,25 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from limno.core.commits import CommitStore
 from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
-from limno.journal import AssertAbsent, AssertEquals, JournalStore, Put, Remove
+from limno.journal import (
+    AssertAbsent,
+    AssertEquals,
+    JournalStore,
+    Put,
+    Remove,
+    Requirement,
+    StoreState,
+)
 from limno.ksuid import is_ksuid
 from limno.storage import Storage
 
-__all__ = ["RefStore", "Resolved", "parse_pool_ref", "validate_ref_name"]
+__all__ = ["Lander", "RefStore", "Resolved", "parse_pool_ref", "validate_ref_name"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
 
@@ -48,10 +56,23 @@ def parse_pool_ref(text: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A ref resolved to a commit; ``branch`` is set when the ref named a branch head."""
+    """A ref resolved to a commit; ``branch`` is set when the ref named a branch head.
+
+    ``how`` says what the ref named: a branch head, a tag, the first-parent history of
+    a branch or tag (``main~2``), or a commit by id or time (``--as-of``). Vacuum keeps
+    the objects of heads and tags, and of their history unless a retention window
+    trimmed it, so a writer can trust those to exist (see :mod:`limno.core.gc`).
+    """
 
     commit: str
     branch: str | None = None
+    how: Literal["branch", "tag", "history", "commit"] = "commit"
+
+
+class Lander(Protocol):
+    """Appends a ref move once vacuum cannot remove what it references (core.gc)."""
+
+    def land(self, updates: Sequence[Put], requirements: Sequence[Requirement]) -> StoreState: ...
 
 
 class RefStore:
@@ -79,7 +100,15 @@ class RefStore:
         value = self.journal.get(f"tag:{name}")
         return None if value is None else str(value["commit"])
 
-    def create_branch(self, name: str, commit: str) -> None:
+    def _write(
+        self, updates: Sequence[Put], requirements: Sequence[Requirement], lander: Lander | None
+    ) -> None:
+        if lander is None:
+            self.journal.commit(updates, requirements)
+        else:
+            lander.land(updates, requirements)
+
+    def create_branch(self, name: str, commit: str, lander: Lander | None = None) -> None:
         """A new branch; its name must not be a branch or a tag (a tag stays reachable)."""
         validate_ref_name("branch", name)
         key, other = f"branch:{name}", f"tag:{name}"
@@ -87,32 +116,32 @@ class RefStore:
             raise AlreadyExistsError(f"branch {name!r} already exists")
         if self.journal.get(other) is not None:
             raise AlreadyExistsError(f"{name!r} already exists as a tag")
-        self.journal.commit(
-            [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)]
+        self._write(
+            [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)], lander
         )
 
-    def move_branch(self, name: str, expected: str, new: str) -> None:
+    def move_branch(self, name: str, expected: str, new: str, lander: Lander | None = None) -> None:
         """Compare-and-swap: point ``name`` at ``new`` if it still points at ``expected``.
 
         Raises PreconditionFailedError when the branch moved meanwhile.
         """
         key = f"branch:{name}"
-        self.journal.commit([Put(key, {"commit": new})], [AssertEquals(key, {"commit": expected})])
+        self._write([Put(key, {"commit": new})], [AssertEquals(key, {"commit": expected})], lander)
 
     def delete_branch(self, name: str) -> None:
         if self.branch(name) is None:
             raise NotFoundError(f"branch {name!r} not found")
         self.journal.commit([Remove(f"branch:{name}")])
 
-    def create_tag(self, name: str, commit: str) -> None:
+    def create_tag(self, name: str, commit: str, lander: Lander | None = None) -> None:
         validate_ref_name("tag", name)
         key, other = f"tag:{name}", f"branch:{name}"
         if self.journal.get(key) is not None:
             raise AlreadyExistsError(f"tag {name!r} already exists (tags are immutable)")
         if self.journal.get(other) is not None:
             raise AlreadyExistsError(f"{name!r} already exists as a branch")
-        self.journal.commit(
-            [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)]
+        self._write(
+            [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)], lander
         )
 
     def delete_tag(self, name: str) -> None:
@@ -148,18 +177,21 @@ class RefStore:
                 raise InvalidInputError(f"invalid ref {ref!r}: '~' must be followed by a number")
             steps = int(tilde)
         branch_head = self.branch(base)
+        how: Literal["branch", "tag", "history", "commit"]
         if branch_head is not None:
             commit = self.branch_as_of(base, as_of) if as_of is not None else branch_head
             on_branch: str | None = base if steps == 0 and as_of is None else None
+            how = "commit" if as_of is not None else "branch"
         elif as_of is not None:
             raise InvalidInputError(f"--as-of needs a branch, and {base!r} is not one")
         elif (tagged := self.tag(base)) is not None:
-            commit, on_branch = tagged, None
+            commit, on_branch, how = tagged, None, "tag"
         else:
-            commit, on_branch = self._commit_id(base), None
+            commit, on_branch, how = self._commit_id(base), None, "commit"
         if steps:
             commit = self.commits.first_parent(commit, steps)
-        return Resolved(commit, on_branch)
+            how = "history" if how != "commit" else how
+        return Resolved(commit, on_branch, how)
 
     def _commit_id(self, text: str) -> str:
         if is_ksuid(text):

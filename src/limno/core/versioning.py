@@ -14,25 +14,31 @@ retries is recorded on the commit.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import getpass
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from limno.core.commits import Action, Commit, CommitStore, now_iso
 from limno.core.committed import EMPTY, Snapshots
+from limno.core.gc import Gc
 from limno.core.hooks import Hooks
 from limno.core.merge import merge_base, plan_merge
 from limno.core.refs import RefStore, Resolved
 from limno.errors import (
     ConflictError,
+    CorruptError,
     InvalidInputError,
+    LimnoError,
     NotFoundError,
     PreconditionFailedError,
     StorageError,
 )
+from limno.journal import Put, Requirement, StoreState
 from limno.journal._journal import backoff
 from limno.ksuid import ksuid
 from limno.storage import Storage
@@ -80,6 +86,7 @@ class Versioned:
         self.commits = CommitStore(storage, pool_id)
         self.refs = RefStore(storage, pool_id, self.commits)
         self.snapshots = Snapshots(storage, pool_id)
+        self.gc = Gc(storage, pool_id, self.refs.journal)
 
     # -- creation ------------------------------------------------------------
     def initialize(self, author: str | None = None) -> Commit:
@@ -114,19 +121,53 @@ class Versioned:
     def _staging_prefix(self, branch: str) -> str:
         return f"{self.pool_id}/staging/{branch}"
 
-    def stage(self, branch: str, key: str, value: Mapping[str, Any]) -> None:
-        """Stage an added entry on ``branch`` (committed later by :meth:`commit_staged`)."""
+    def stage(self, branch: str, key: str, value: Mapping[str, Any], since: int) -> None:
+        """Stage an added entry on ``branch`` (committed later by :meth:`commit_staged`).
+
+        ``since`` is the gc ticket read before the entry's object was written; the
+        commit that lands it checks against it (see :mod:`limno.core.gc`).
+        """
         self.head(branch)
-        data = json.dumps({"key": key, "value": dict(value)}, sort_keys=True).encode()
+        doc = {"key": key, "value": dict(value), "since": since}
+        data = json.dumps(doc, sort_keys=True).encode()
         self.storage.put(f"{self._staging_prefix(branch)}/{key}.json", data)
 
     def staged(self, branch: str) -> dict[str, dict[str, Any]]:
         """The staged entries of ``branch``, by key."""
-        out: dict[str, dict[str, Any]] = {}
+        return {k: v for k, (v, _) in self._staged_docs(branch).items()}
+
+    def _staged_docs(self, branch: str) -> dict[str, tuple[dict[str, Any], int | None]]:
+        """Staged entries with the ticket each was written under (None: unknown)."""
+        out: dict[str, tuple[dict[str, Any], int | None]] = {}
         for info in self.storage.walk(self._staging_prefix(branch)):
-            doc = json.loads(self.storage.get(info.path))
-            out[doc["key"]] = doc["value"]
-        return out
+            try:
+                doc = json.loads(self.storage.get(info.path))
+                key, value = doc["key"], doc["value"]
+                since = doc.get("since")
+            except NotFoundError:
+                continue  # committed or dropped meanwhile
+            except (ValueError, KeyError, TypeError) as e:
+                raise CorruptError(f"{info.path}: unreadable staging entry ({e})") from e
+            if not isinstance(key, str) or not isinstance(value, dict):
+                raise CorruptError(f"{info.path}: unreadable staging entry")
+            out[key] = (value, since if isinstance(since, int) else None)
+        return self._drop_landed(branch, out)
+
+    def _drop_landed(
+        self, branch: str, docs: dict[str, tuple[dict[str, Any], int | None]]
+    ) -> dict[str, tuple[dict[str, Any], int | None]]:
+        """``docs`` less those the branch head already holds as staged: their commit
+        landed but the unstaging after it failed or never ran (a crash). They are
+        unstaged here, best effort, so that they cannot come back once the branch
+        moves on."""
+        head = self.refs.branch(branch) if docs else None
+        if head is None:
+            return docs
+        snapshot = self.commits.get(head).snapshot
+        landed = [k for k, (v, _) in docs.items() if self.snapshots.get(snapshot, k) == v]
+        with contextlib.suppress(LimnoError):
+            self.unstage(branch, landed)
+        return {k: d for k, d in docs.items() if k not in landed}
 
     def unstage(self, branch: str, keys: Iterable[str]) -> None:
         for key in keys:
@@ -139,18 +180,51 @@ class Versioned:
         **kwargs: Any,
     ) -> Commit:
         """Commit staged entries (all, or the given keys) in one commit, then unstage them."""
-        staged = self.staged(branch)
+        docs = self._staged_docs(branch)
         if keys:
-            missing = [k for k in keys if k not in staged]
+            missing = [k for k in keys if k not in docs]
             if missing:
                 raise NotFoundError(f"not staged on {branch!r}: {', '.join(missing)}")
-            staged = {k: staged[k] for k in keys}
-        if not staged:
+            docs = {k: docs[k] for k in keys}
+        if not docs:
             raise InvalidInputError(f"nothing staged on branch {branch!r}")
-        actions = [Action("add", k, v) for k, v in sorted(staged.items())]
-        commit = self.commit(branch, actions, **kwargs)
-        self.unstage(branch, staged)
+        actions = [Action("add", k, v) for k, (v, _) in sorted(docs.items())]
+        tickets = [since for _, since in docs.values()]
+        since = None if None in tickets else min(t for t in tickets if t is not None)
+        commit = self.commit(branch, actions, since=since, **kwargs)
+        # the commit landed: a failure now must not report it failed (a retry would
+        # commit again); what is left staged is dropped when next read (_drop_landed)
+        with contextlib.suppress(LimnoError):
+            self.unstage(branch, docs)
         return commit
+
+    # -- writing alongside vacuum (core.gc) ------------------------------------------
+    @contextlib.contextmanager
+    def writing(self, op: str) -> Iterator[int]:
+        """Hold a lease while writing objects; yields the gc ticket to commit with."""
+        since = self.gc.ticket()
+        with self.gc.leases.hold(op):
+            yield since
+
+    def lander(self, new_keys: Callable[[], Collection[str]], since: int | None) -> _Landing:
+        """What lands a ref move that newly references ``new_keys()`` (see core.gc)."""
+        return _Landing(self.gc, new_keys, since)
+
+    def trusted_ticket(self, since: int, resolved: Resolved) -> int | None:
+        """``since`` if vacuum keeps what ``resolved`` names, else None (check it all)."""
+        if resolved.how in ("branch", "tag"):
+            return since
+        if resolved.how == "history" and not self.gc.state().trimmed:
+            return since
+        return None
+
+    def snapshot_keys(self, commit_id: str) -> set[str]:
+        return {k for k, _ in self.snapshots.entries(self.commits.get(commit_id).snapshot)}
+
+    def added_keys(self, old: str, new: str) -> set[str]:
+        """Keys in commit ``new``'s snapshot that commit ``old``'s lacks."""
+        a, b = self.commits.get(old).snapshot, self.commits.get(new).snapshot
+        return {k for k, va, _ in self.snapshots.diff(a, b) if va is None}
 
     # -- the commit protocol -----------------------------------------------------
     def commit(
@@ -164,13 +238,19 @@ class Versioned:
         expected_head: str | None = None,
         rebase: bool = True,
         event: str = "commit",
+        since: int | None = None,
+        validate: Callable[[Commit], None] | None = None,
     ) -> Commit:
         """Apply ``actions`` to ``branch`` as one new commit (see the module docstring).
 
         ``expected_head`` pins the parent: with ``rebase=False`` the commit fails with
         PreconditionFailedError if the branch is elsewhere. ``event`` names the hooks
         that run (``commit`` or ``merge``): pre hooks may veto before anything is
-        written, post hooks hear about the landed commit.
+        written, post hooks hear about the landed commit. ``since`` is the gc ticket
+        read before the objects the actions add were written (None: check them all
+        against vacuum's tombstones; see :mod:`limno.core.gc`). ``validate`` checks
+        the change against the parent it is about to land on, on every attempt
+        (a rebase onto a moved branch checks again) and raises to refuse it.
         """
         if not actions and not extra_parents:
             raise InvalidInputError("a commit needs at least one action")
@@ -187,7 +267,7 @@ class Versioned:
         }
         self.hooks.fire(f"pre-{event}", payload)
         commit = self._commit_loop(
-            branch, actions, head, message, author, meta, extra_parents, rebase
+            branch, actions, head, message, author, meta, extra_parents, rebase, since, validate
         )
         self.hooks.fire(f"post-{event}", {**payload, "commit": commit.id})
         return commit
@@ -202,9 +282,13 @@ class Versioned:
         meta: Mapping[str, Any] | None,
         extra_parents: Sequence[str],
         rebase: bool,
+        since: int | None,
+        validate: Callable[[Commit], None] | None,
     ) -> Commit:
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             parent = self.commits.get(head)
+            if validate is not None:
+                validate(parent)
             changes = self._changes(parent, actions)
             snapshot = self.snapshots.apply(parent.snapshot, changes)
             commit = Commit(
@@ -219,8 +303,9 @@ class Versioned:
                 retries=attempt,
             )
             self.commits.put(commit)
+            new_keys = functools.partial(self._new_keys, parent.snapshot, actions)
             try:
-                self.refs.move_branch(branch, head, commit.id)
+                self.refs.move_branch(branch, head, commit.id, self.lander(new_keys, since))
                 return commit
             except StorageError:
                 # the append may have landed before the failure was reported
@@ -273,7 +358,10 @@ class Versioned:
         strategy is recorded in the commit's meta. Retries if ``into`` moves.
         """
         plan_merge({}, {}, strategy)  # validates the strategy before any work
-        src = self.resolve(source).commit
+        ticket = self.gc.ticket()
+        resolved = self.resolve(source)
+        src = resolved.commit
+        since = self.trusted_ticket(ticket, resolved)
         author = author or default_author()
         payload = {
             "pool": self.name,
@@ -294,10 +382,10 @@ class Versioned:
             try:
                 if base == head and fast_forward:
                     result = MergeResult("fast-forward", src, base)
-                    self._land(into, head, src)
+                    self._land(into, head, src, since)
                 else:
                     result = self._merge_commit(
-                        source, src, into, head, base, strategy, message, author, meta
+                        source, src, into, head, base, strategy, message, author, meta, since
                     )
             except PreconditionFailedError:
                 backoff(attempt)
@@ -319,6 +407,7 @@ class Versioned:
         message: str,
         author: str,
         meta: Mapping[str, Any] | None,
+        since: int | None,
     ) -> MergeResult:
         base_snap = EMPTY if base is None else self.commits.get(base).snapshot
         dest = self.commits.get(head)
@@ -357,13 +446,14 @@ class Versioned:
             actions=tuple(actions),
         )
         self.commits.put(commit)
-        self._land(into, head, commit.id)
+        self._land(into, head, commit.id, since)
         return MergeResult("merge", commit.id, base, plan.resolved)
 
-    def _land(self, branch: str, head: str, new: str) -> None:
+    def _land(self, branch: str, head: str, new: str, since: int | None) -> None:
         """Move ``branch`` from ``head`` to ``new``; PreconditionFailedError if it moved."""
+        lander = self.lander(functools.partial(self.added_keys, head, new), since)
         try:
-            self.refs.move_branch(branch, head, new)
+            self.refs.move_branch(branch, head, new, lander)
         except StorageError:
             if self.refs.branch(branch) != new:  # did the append land before the failure?
                 raise
@@ -405,20 +495,45 @@ class Versioned:
             author=author or picked.author,
             meta={**dict(picked.meta), "cherry_pick": picked.id},
             expected_head=head,
+            since=None,  # its objects come from history vacuum may have trimmed
         )
 
     def reset(self, branch: str, ref: str) -> tuple[str, str]:
         """Point ``branch`` at ``ref`` (``reset --hard``) and drop its staged entries."""
-        target = self.resolve(ref).commit
+        ticket = self.gc.ticket()
+        resolved = self.resolve(ref)
+        target = resolved.commit
         old = self.head(branch)
+        since = self.trusted_ticket(ticket, resolved)
+        lander = self.lander(functools.partial(self.added_keys, old, target), since)
         try:
-            self.refs.move_branch(branch, old, target)
+            self.refs.move_branch(branch, old, target, lander)
         except PreconditionFailedError:
             raise PreconditionFailedError(
                 f"branch {branch!r} moved while resetting it; try again"
             ) from None
         self.unstage(branch, list(self.staged(branch)))
         return old, target
+
+    def create_ref(self, kind: str, name: str, ref: str | None) -> str:
+        """Create branch or tag ``name`` at ``ref`` (default ``main``); the commit id."""
+        ticket = self.gc.ticket()
+        resolved = self.resolve(ref or "main")
+        since = self.trusted_ticket(ticket, resolved)
+        lander = self.lander(functools.partial(self.snapshot_keys, resolved.commit), since)
+        if kind == "branch":
+            self.refs.create_branch(name, resolved.commit, lander)
+        else:
+            self.refs.create_tag(name, resolved.commit, lander)
+        return resolved.commit
+
+    def _new_keys(self, parent_snapshot: str, actions: Sequence[Action]) -> set[str]:
+        """Keys that ``actions`` add and the parent snapshot lacks."""
+        return {
+            a.key
+            for a in actions
+            if a.op in ("add", "create") and self.snapshots.get(parent_snapshot, a.key) is None
+        }
 
     def _changes(
         self, parent: Commit, actions: Sequence[Action]
@@ -446,3 +561,15 @@ class Versioned:
                 + ", ".join(gone)
             )
         return changes
+
+
+@dataclass(frozen=True)
+class _Landing:
+    """A :class:`limno.core.refs.Lander` bound to what one ref move references."""
+
+    gc: Gc
+    new_keys: Callable[[], Collection[str]]
+    since: int | None
+
+    def land(self, updates: Sequence[Put], requirements: Sequence[Requirement]) -> StoreState:
+        return self.gc.land(updates, requirements, self.new_keys, self.since)

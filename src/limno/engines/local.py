@@ -5,6 +5,12 @@ A table name in the SQL is a pool ref (``logs``, ``"logs@dev"``,
 ``"logs:branches"``, ``":pools"``). Each name the statement mentions is resolved
 to an Arrow table of that snapshot (schemas unified by limno's widening rule, so
 every engine sees the same columns) and registered under exactly that name.
+
+In safe mode (``query(..., safe=True)``, the CLI's ``query --safe``, and what a
+server must use for SQL it did not write) the statement must be one read-only
+query, and runs on a connection locked after the tables are registered
+(:mod:`limno.engines.sql_safety`). Row predicates (:func:`filter_rows`) are
+always parsed as one expression and run locked.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from limno.core.refs import parse_pool_ref
+from limno.engines.sql_safety import check_predicate, check_query, lock_down, sql_error
 from limno.errors import InvalidInputError, NotFoundError
 
 if TYPE_CHECKING:
@@ -27,23 +34,28 @@ __all__ = ["META_TABLES", "filter_rows", "meta_table", "query"]
 META_TABLES = ("objects", "commits", "branches", "partitions")
 
 
-def _sql_error(e: duckdb.Error) -> InvalidInputError:
-    return InvalidInputError(f"SQL: {str(e).splitlines()[0]}")
+def query(lake: Lake, sql: str, *, safe: bool = False) -> pa.Table:
+    """Run ``sql`` over the lake's pools; returns an Arrow table.
 
-
-def query(lake: Lake, sql: str) -> pa.Table:
-    """Run ``sql`` over the lake's pools; returns an Arrow table."""
+    ``safe`` (for SQL that may come from someone else) allows one read-only
+    query with no file, network, extension or settings access; without it this
+    is DuckDB with the pools registered, for your own SQL.
+    """
+    if safe:
+        check_query(sql)
     try:
         names = duckdb.get_table_names(sql)
     except duckdb.Error as e:
-        raise _sql_error(e) from e
+        raise sql_error(e) from e
     con = duckdb.connect()
     try:
         for name in sorted(names):
             con.register(name, resolve_table(lake, name))
+        if safe:
+            lock_down(con)
         return con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        raise _sql_error(e) from e
+        raise sql_error(e) from e
     finally:
         con.close()
 
@@ -125,23 +137,34 @@ def meta_table(lake: Lake, ref: str, meta: str) -> pa.Table:
 def filter_rows(table: pa.Table, predicate: str) -> tuple[pa.Table, int]:
     """``(rows where predicate is not true, number of rows where it is)``; order kept.
 
-    A predicate naming a column this table lacks matches none of its rows (objects
-    of one pool may have different shapes).
+    The predicate is one SQL expression over the row's columns, parsed and
+    checked as such (:func:`~limno.engines.sql_safety.check_predicate`), never
+    pasted into a statement, and evaluated on a locked connection. NULL counts
+    as false. A predicate naming a column this table lacks matches none of its
+    rows (objects of one pool may have different shapes).
     """
+    expression = check_predicate(predicate)
     con = duckdb.connect()
     try:
-        con.register("t", table)
+        rows = con.from_arrow(table)
+        lock_down(con)
         try:
-            result = con.sql(f"SELECT coalesce(({predicate}), false) AS m FROM t")
-            mask = result.to_arrow_table().column("m")
+            mask = rows.select(expression).to_arrow_table().column(0)
         except duckdb.BinderException:
             return table, 0
     except duckdb.Error as e:
-        raise _sql_error(e) from e
+        raise InvalidInputError(f"SQL: predicate {predicate!r}: {str(e).splitlines()[0]}") from e
     finally:
         con.close()
+    if pa.types.is_null(mask.type):
+        return table, 0
     if not pa.types.is_boolean(mask.type):
-        raise InvalidInputError(f"predicate {predicate!r} is not a condition (gives {mask.type})")
+        raise InvalidInputError(
+            f"SQL: predicate {predicate!r}: not a condition (gives {mask.type})"
+        )
+    if len(mask) != table.num_rows:
+        raise InvalidInputError(f"SQL: predicate {predicate!r}: not a condition on each row")
+    mask = pc.fill_null(mask, False)
     count = int(pc.sum(mask).as_py() or 0)
     if not count:
         return table, 0

@@ -242,6 +242,6 @@ def backoff(attempt: int) -> None:
 
 def _parse_number(path: str, raw: bytes) -> int:
     text = raw.decode("ascii", errors="replace").strip()
-    if not text.isdigit():
+    if not text.isdigit() or len(text) > 20:  # int() refuses thousands of digits
         raise CorruptError(f"{path}: expected a number, found {text[:40]!r}")
     return int(text)

@@ -109,10 +109,21 @@ def _encode(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _apply(path: str, items: dict[str, Value], updates: Sequence[Any]) -> None:
+def _check_updates(path: str, updates: Sequence[Any]) -> None:
+    """CorruptError unless each update is ``{"op": "put", "key": str, "value": {...}}``
+    or ``{"op": "remove", "key": str}``."""
     for u in updates:
         if not isinstance(u, dict) or u.get("op") not in ("put", "remove"):
             raise CorruptError(f"{path}: malformed update {u!r:.80}")
+        if not isinstance(u.get("key"), str):
+            raise CorruptError(f"{path}: update without a key {u!r:.80}")
+        if u["op"] == "put" and not isinstance(u.get("value"), dict):
+            raise CorruptError(f"{path}: put of a non-object value {u!r:.80}")
+
+
+def _apply(path: str, items: dict[str, Value], updates: Sequence[Any]) -> None:
+    _check_updates(path, updates)
+    for u in updates:
         if u["op"] == "put":
             items[u["key"]] = u["value"]
         else:
@@ -145,10 +156,15 @@ class JournalStore:
         path = self.journal.entry_path(n)
         try:
             entry = json.loads(body)
-        except ValueError as e:
-            raise CorruptError(f"{path}: entry is not valid JSON ({e})") from e
+        except (ValueError, RecursionError) as e:
+            raise CorruptError(f"{path}: entry is not valid JSON ({str(e)[:200]})") from e
         if not isinstance(entry, dict) or not isinstance(entry.get("updates"), list):
             raise CorruptError(f"{path}: entry has no update list")
+        _check_updates(path, entry["updates"])
+        try:
+            dt.datetime.fromisoformat(entry["ts"])  # readers of the history compare it
+        except (KeyError, TypeError, ValueError):
+            raise CorruptError(f"{path}: entry has no valid time") from None
         return entry
 
     def _base(self, head: int) -> StoreState:
@@ -172,11 +188,17 @@ class JournalStore:
 
     def _load_snapshot(self, n: int) -> StoreState | None:
         try:
-            body = self.journal.read_snapshot(n)
-            snap = json.loads(body)
-            return StoreState(n, dict(snap["items"]), snap.get("ts"))
-        except (NotFoundError, CorruptError, ValueError, KeyError, TypeError):
+            snap = json.loads(self.journal.read_snapshot(n))
+        except (NotFoundError, CorruptError, ValueError, RecursionError):
             return None
+        if not isinstance(snap, dict):
+            return None
+        items, ts = snap.get("items"), snap.get("ts")
+        if not isinstance(items, dict) or not (ts is None or isinstance(ts, str)):
+            return None
+        if not all(isinstance(v, dict) for v in items.values()):
+            return None  # keys are text: JSON objects have no other keys
+        return StoreState(n, items, ts)
 
     def state(self, at: int | None = None) -> StoreState:
         """The map as of entry ``at`` (default: the head)."""

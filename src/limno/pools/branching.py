@@ -47,10 +47,13 @@ class Branching:
         return self.versioned.refs.tags()
 
     def branch(self, name: str, from_ref: str | None = None) -> str:
-        """Create branch ``name`` at ``from_ref`` (default ``main``): O(1), no data copied."""
-        commit = self.versioned.resolve(from_ref or DEFAULT_BRANCH).commit
-        self.versioned.refs.create_branch(name, commit)
-        return commit
+        """Create branch ``name`` at ``from_ref`` (default ``main``): O(1), no data copied.
+
+        From a commit that vacuum may have trimmed (a commit id, ``--as-of``, or any
+        history once a retention window applied) the objects are checked to exist
+        first, which reads the commit's snapshot.
+        """
+        return self.versioned.create_ref("branch", name, from_ref or DEFAULT_BRANCH)
 
     def delete_branch(self, name: str) -> str:
         """Delete a branch and its staging area; returns the commit it pointed at."""
@@ -63,9 +66,7 @@ class Branching:
 
     def tag(self, name: str, from_ref: str | None = None) -> str:
         """Create immutable tag ``name`` at ``from_ref`` (default ``main``)."""
-        commit = self.versioned.resolve(from_ref or DEFAULT_BRANCH).commit
-        self.versioned.refs.create_tag(name, commit)
-        return commit
+        return self.versioned.create_ref("tag", name, from_ref or DEFAULT_BRANCH)
 
     def delete_tag(self, name: str) -> str:
         commit = self.versioned.refs.tag(name)

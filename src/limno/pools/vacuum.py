@@ -1,4 +1,4 @@
-"""Vacuum: free the bytes of data objects that no commit still referenced can see.
+"""Vacuum: free the bytes of data objects that nothing referenced can see.
 
 Deleting data is a commit; bytes are freed only here. An object is kept while
 
@@ -7,12 +7,19 @@ Deleting data is a commit; bytes are freed only here. An object is kept while
   is reachable and was a branch head at some time in the last ``retention`` (it
   is a head, or a child of it was made within the window). Without a retention
   every reachable commit is in the window, so time travel never breaks;
-- or it is younger than the grace period (default 15 minutes), so a load that
-  has written objects but not yet committed them is never pulled from under.
+- a live lease may cover it: a write in flight (see :mod:`limno.core.leases`);
+- or it is younger than the grace period (default 15 minutes).
 
-Before an object is deleted a tombstone ``<pool-id>/expired/<id>`` records that
-vacuum removed it on purpose, so ``verify`` and readers of expired commits can
-tell "expired by retention" from "lost".
+Vacuum and writers never race to a lost object: a run registers its candidates in
+the branch store before it looks for references the last time, and writers check
+against registered runs when they land (the protocol, and why it is safe, is in
+:mod:`limno.core.gc`). Before an object is deleted a tombstone
+``<pool-id>/expired/<id>`` records that vacuum removed it on purpose, so ``verify``
+and readers of trimmed history can tell "expired by retention" from "lost".
+
+Hidden partial files (a writer killed while it wrote an object leaves its
+``<id>.parquet#<digits>`` staging file behind; see
+:meth:`limno.storage.Storage.list_partial`) are reclaimed by the same rules.
 """
 
 from __future__ import annotations
@@ -20,15 +27,21 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from limno.core.gc import expired_path
+from limno.core.leases import LeaseInfo
 from limno.core.versioning import Versioned
+from limno.errors import ConflictError, CorruptError, NotFoundError
 from limno.storage._base import ObjectInfo
 
-__all__ = ["DEFAULT_GRACE", "VacuumReport", "vacuum"]
+__all__ = ["DEFAULT_GRACE", "VacuumReport", "expired_path", "vacuum"]
 
 DEFAULT_GRACE = dt.timedelta(minutes=15)
+#: a run checks that it is still registered at least this often (seconds) while deleting
+RECHECK_SECONDS = 1.0
 
 
 @dataclass
@@ -38,15 +51,12 @@ class VacuumReport:
     removed: list[tuple[str, int]] = field(default_factory=list)
     too_young: int = 0
     referenced: int = 0
+    leased: int = 0
     dry_run: bool = False
 
     @property
     def bytes(self) -> int:
         return sum(size for _, size in self.removed)
-
-
-def expired_path(pool_id: str, key: str) -> str:
-    return f"{pool_id}/expired/{key}"
 
 
 Retention = dt.timedelta | Mapping[str, dt.timedelta] | None
@@ -64,8 +74,8 @@ def window(retention: Retention, branch: str) -> dt.timedelta | None:
     return None
 
 
-def referenced_keys(v: Versioned, retention: Retention, now: dt.datetime) -> set[str]:
-    """Entry keys held by heads, tags, staging, and commits in a retention window.
+def retained_commits(v: Versioned, retention: Retention, now: dt.datetime) -> set[str]:
+    """Heads, tags, and the commits inside each branch's retention window.
 
     Each branch keeps the history within its own window (lakeFS style); a tag
     keeps the commit it names (and, without any window, all of its history).
@@ -82,17 +92,61 @@ def referenced_keys(v: Versioned, retention: Retention, now: dt.datetime) -> set
                 break  # the log is newest first: the rest is older still
             keep_commits.add(commit.id)
             keep_commits.update(commit.parents)
+    return keep_commits
+
+
+def retained_keys(v: Versioned, retention: Retention, now: dt.datetime) -> set[str]:
+    """Entry keys held by heads, tags and commits in a retention window."""
     seen_ranges: set[str] = set()
     keys: set[str] = set()
-    for cid in keep_commits:
+    for cid in retained_commits(v, retention, now):
         for ref in v.snapshots.ranges(v.commits.get(cid).snapshot):
             if ref.id in seen_ranges:
                 continue
             seen_ranges.add(ref.id)
             keys.update(k for k, _ in v.snapshots.range_entries(ref.id))
-    for info in v.storage.walk(f"{v.pool_id}/staging"):
-        keys.add(json.loads(v.storage.get(info.path))["key"])
     return keys
+
+
+def staged_keys(v: Versioned) -> set[str]:
+    """Entry keys staged on any branch."""
+    keys = set()
+    for info in v.storage.walk(f"{v.pool_id}/staging"):
+        try:
+            doc = json.loads(v.storage.get(info.path))
+        except NotFoundError:
+            continue  # committed or dropped meanwhile: the refs, read later, have it
+        except ValueError as e:
+            raise CorruptError(f"{info.path}: unreadable staging entry") from e
+        if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
+            raise CorruptError(f"{info.path}: unreadable staging entry")
+        keys.add(doc["key"])
+    return keys
+
+
+def referenced_keys(v: Versioned, retention: Retention, now: dt.datetime) -> set[str]:
+    """Entry keys held by heads, tags, staging, and commits in a retention window."""
+    return staged_keys(v) | retained_keys(v, retention, now)
+
+
+def _groups(v: Versioned, data_prefix: str) -> dict[str, list[tuple[ObjectInfo, bool]]]:
+    """Files under ``data_prefix`` (and hidden partial ones) by the key they belong to.
+
+    A key's files are ``<key>.<ext>``, ``<key>.<ext>#<digits>`` (partial) and
+    everything under ``<key>.<ext>/`` (a Spark job's staging directory).
+    """
+    groups: dict[str, list[tuple[ObjectInfo, bool]]] = {}
+    listed = [(i, False) for i in v.storage.walk(data_prefix)]
+    listed += [(i, True) for i in v.storage.list_partial(data_prefix)]
+    for info, partial in listed:
+        rel = info.path[len(data_prefix) :].lstrip("/")
+        key = rel.split("/", 1)[0].split(".", 1)[0].split("#", 1)[0]
+        groups.setdefault(key, []).append((info, partial))
+    return groups
+
+
+def _covered(key: str, leases: list[LeaseInfo]) -> bool:
+    return any(lease.live and lease.op != "vacuum" and lease.covers(key) for lease in leases)
 
 
 def vacuum(
@@ -111,22 +165,68 @@ def vacuum(
     """
     report = VacuumReport(dry_run=dry_run)
     now = now or dt.datetime.now(dt.UTC)
+    gc = v.gc
+    runs = gc.state().runs  # before the leases: a registered run's lease predates it
+    leases = gc.leases.scan(now)
+    if not dry_run:
+        _clear_dead(v, runs, leases)
     keep = referenced_keys(v, retention, now)
     cutoff = now - grace
-    groups: dict[str, list[ObjectInfo]] = {}
-    for info in v.storage.walk(data_prefix):
-        name = info.path.rsplit("/", 1)[-1]
-        groups.setdefault(name.split(".", 1)[0], []).append(info)
-    for key, files in groups.items():
-        files.sort(key=lambda f: (f.path.endswith(".parquet"), f.path))
+    candidates: dict[str, list[tuple[ObjectInfo, bool]]] = {}
+    for key, files in _groups(v, data_prefix).items():
+        files.sort(key=lambda f: (f[0].path.endswith(".parquet"), f[0].path))
         if key in keep:
             report.referenced += 1
-        elif max(f.last_modified for f in files) > cutoff:
+        elif max(f.last_modified for f, _ in files) > cutoff:
             report.too_young += 1
+        elif _covered(key, leases):
+            report.leased += 1
         else:
-            report.removed.append((files[-1].path, sum(f.size for f in files)))
-            if not dry_run:
+            candidates[key] = files
+    if dry_run or not candidates:
+        report.removed = [(f[-1][0].path, sum(i.size for i, _ in f)) for f in candidates.values()]
+        return report
+    with gc.leases.hold("vacuum") as lease:
+        run = gc.begin(candidates, lease.id, trimmed=retention is not None)
+        try:
+            # after the mark, in reverse order of how an object becomes referenced:
+            # lease, then staging entry, then branch (see limno.core.gc)
+            leases = gc.leases.scan(now)
+            keep = staged_keys(v)
+            keep |= retained_keys(v, retention, now)
+            checked = time.monotonic()
+            for key, files in candidates.items():
+                if key in keep:
+                    report.referenced += 1
+                    continue
+                if _covered(key, leases):
+                    report.leased += 1
+                    continue
+                if time.monotonic() - checked > RECHECK_SECONDS:
+                    if not gc.registered(run):
+                        raise ConflictError(
+                            f"vacuum run {run} was cleared by another vacuum while it ran"
+                            " (it looked dead); stopped without deleting more"
+                        )
+                    checked = time.monotonic()
+                report.removed.append((files[-1][0].path, sum(i.size for i, _ in files)))
                 v.storage.put(expired_path(v.pool_id, key), b"")
-                for f in files:
-                    v.storage.delete(f.path)
+                for info, partial in files:
+                    if partial:
+                        v.storage.delete_partial(info.path)
+                    else:
+                        v.storage.delete(info.path)
+        finally:
+            gc.finish(run)
     return report
+
+
+def _clear_dead(
+    v: Versioned, runs: Mapping[str, Mapping[str, object]], leases: list[LeaseInfo]
+) -> None:
+    """Forget runs of vacuums that died and the leases of dead processes."""
+    live = {lease.id for lease in leases if lease.live}
+    for run, info in runs.items():
+        if info.get("lease") not in live:
+            v.gc.finish(run)
+    v.gc.leases.reap([lease for lease in leases if not lease.live])

@@ -3,10 +3,13 @@
 ``open_storage("/path")`` or ``file:///path`` opens a local directory,
 ``memory://name`` a process-local store, ``s3://bucket/prefix`` an S3 bucket.
 Backends are imported lazily so that a local lake never loads S3 code paths.
+With ``LIMNO_FAULTS`` set, every store is wrapped in the fault-injection layer
+(:mod:`limno.storage._faults`; for tests).
 """
 
 from __future__ import annotations
 
+import os
 from urllib.parse import unquote, urlparse
 
 from limno.errors import InvalidInputError
@@ -17,6 +20,16 @@ __all__ = ["ListResult", "ObjectInfo", "Storage", "open_storage"]
 
 def open_storage(uri: str, create: bool = False) -> Storage:
     """Open the store a URI names; ``create`` makes a missing local directory."""
+    store = _open(uri, create)
+    faults = os.environ.get("LIMNO_FAULTS")
+    if faults:
+        from limno.storage._faults import FaultyStorage, parse_rules
+
+        return FaultyStorage(store, parse_rules(faults), exit_on_crash=True)
+    return store
+
+
+def _open(uri: str, create: bool) -> Storage:
     if not uri:
         raise InvalidInputError("empty storage location")
     if "://" not in uri:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["ListResult", "ObjectInfo", "Storage"]
@@ -92,6 +92,35 @@ class Storage(ABC):
     def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         """Every object under ``prefix``, recursively, sorted by path."""
         yield from self.list(prefix).objects
+
+    def list_partial(self, prefix: str = "") -> Sequence[ObjectInfo]:
+        """Hidden partial objects under ``prefix``: files a writer was still writing when
+        it died, which :meth:`list` never shows. Sorted by path; empty where a store has
+        none (an S3 upload is invisible until complete; abandoned multipart uploads are
+        for a bucket lifecycle rule)."""
+        return []
+
+    def delete_partial(self, path: str) -> None:
+        """Remove a partial object found by :meth:`list_partial` (missing: no error)."""
+        from limno.errors import InvalidInputError
+
+        raise InvalidInputError(f"not a partial object: {path!r}")
+
+    def staging_file(self, path: str) -> str | None:
+        """A new empty local file that :meth:`move_file` can publish as ``path`` by a
+        rename (same filesystem), or None where the store is not local."""
+        return None
+
+    def move_file(self, path: str, local_file: str) -> ObjectInfo:
+        """Publish a local file as ``path`` atomically and give it up (it is gone
+        afterwards). By default an upload followed by removing the file."""
+        import contextlib
+        import os
+
+        info = self.put_file(path, local_file)
+        with contextlib.suppress(OSError):
+            os.unlink(local_file)
+        return info
 
     def local_path(self, path: str) -> str | None:
         """A filesystem path for the object when the store is local, else None.

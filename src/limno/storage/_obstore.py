@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import datetime as dt
 import errno
 import os
+import re
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +33,9 @@ from limno.errors import (
     NotFoundError,
     PreconditionFailedError,
     StorageError,
+    os_errors,
+    os_reason,
+    storage_error,
 )
 from limno.storage._base import ListResult, ObjectInfo, Storage
 
@@ -38,9 +43,22 @@ __all__ = ["ObStorage", "local_storage", "memory_storage", "s3_storage"]
 
 T = TypeVar("T")
 
+#: the name suffix of a local object still being written (obstore's convention too)
+_PARTIAL = re.compile(r"#\d+$")
 
-def _call(path: str, fn: Callable[[], T]) -> T:
-    """Run an obstore call, translating its errors into limno's tree."""
+
+#: how obstore reports a local filesystem failure inside its message: ``(os error 13)``
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def _call(path: str, fn: Callable[[], T], action: str = "access", where: str = "") -> T:
+    """Run an obstore call, translating its errors into limno's tree.
+
+    A failure of the store itself becomes ``cannot ACTION WHERE: REASON`` (``where``
+    is the object's full location, a file path on a local lake; default ``path``),
+    with the errno's words when the store failed on a local file: ``cannot write
+    /lake/pools/3: permission denied``, ``...: no space left on device``.
+    """
     try:
         return fn()
     except LimnoError:
@@ -53,9 +71,19 @@ def _call(path: str, fn: Callable[[], T]) -> T:
         raise PreconditionFailedError(f"precondition failed: {path}") from e
     except oe.InvalidPathError as e:
         raise InvalidInputError(f"invalid object path: {path!r}") from e
-    except (oe.BaseError, OSError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise StorageError(f"storage error on {path}: {first}") from e
+    except (oe.PermissionDeniedError, oe.UnauthenticatedError) as e:
+        raise StorageError(f"cannot {action} {where or path}: permission denied") from e
+    except OSError as e:
+        raise storage_error(action, where or path, e) from e
+    except oe.BaseError as e:
+        text = str(e)
+        code = _OS_ERROR.search(text)
+        reason = os_reason(int(code.group(1))) if code else _first_line(text, e)
+        raise StorageError(f"cannot {action} {where or path}: {reason}") from e
+
+
+def _first_line(text: str, err: BaseException) -> str:
+    return text.splitlines()[0] if text.strip() else type(err).__name__
 
 
 def _info(meta: Any) -> ObjectInfo:
@@ -84,7 +112,9 @@ class ObStorage(Storage):
 
     def get(self, path: str) -> bytes:
         self._check(path)
-        return _call(path, lambda: bytes(obstore.get(self._store, path).bytes()))
+        return _call(
+            path, lambda: bytes(obstore.get(self._store, path).bytes()), "read", self._where(path)
+        )
 
     def get_range(self, path: str, start: int, end: int) -> bytes:
         self._check(path)
@@ -97,19 +127,29 @@ class ObStorage(Storage):
         if start >= end:
             return b""
         return _call(
-            path, lambda: bytes(obstore.get_range(self._store, path, start=start, end=end))
+            path,
+            lambda: bytes(obstore.get_range(self._store, path, start=start, end=end)),
+            "read",
+            self._where(path),
         )
 
     def head(self, path: str) -> ObjectInfo:
         self._check(path)
-        return _call(path, lambda: _info(obstore.head(self._store, path)))
+        return _call(
+            path, lambda: _info(obstore.head(self._store, path)), "read", self._where(path)
+        )
 
     def put(self, path: str, data: bytes) -> ObjectInfo:
         self._check(path)
         local = self.local_path(path)
         if local is not None and os.path.isfile(local) and _replace_by_exchange(local, data):
             return self.head(path)
-        _call(path, lambda: obstore.put(self._store, path, data, use_multipart=False))
+        _call(
+            path,
+            lambda: obstore.put(self._store, path, data, use_multipart=False),
+            "write",
+            self._where(path),
+        )
         return self.head(path)
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectInfo:
@@ -117,12 +157,19 @@ class ObStorage(Storage):
         _call(
             path,
             lambda: obstore.put(self._store, path, data, mode="create", use_multipart=False),
+            "write",
+            self._where(path),
         )
         return self.head(path)
 
     def put_file(self, path: str, local_file: str) -> ObjectInfo:
         self._check(path)
-        _call(path, lambda: obstore.put(self._store, path, Path(local_file)))
+        _call(
+            path,
+            lambda: obstore.put(self._store, path, Path(local_file)),
+            "write",
+            self._where(path),
+        )
         return self.head(path)
 
     def staging_file(self, path: str) -> str | None:
@@ -137,8 +184,9 @@ class ObStorage(Storage):
         local = self.local_path(path)
         if local is None:
             return None
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        fd, tmp = _create_staging(local)
+        with os_errors("write", local):
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            fd, tmp = _create_staging(local)
         os.close(fd)
         return tmp
 
@@ -152,18 +200,52 @@ class ObStorage(Storage):
         self._check(path)
         local = self.local_path(path)
         if local is not None:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with os_errors("write", local):
+                os.makedirs(os.path.dirname(local), exist_ok=True)
             try:
                 os.replace(local_file, local)
             except OSError as e:
                 if e.errno != errno.EXDEV:
-                    raise StorageError(f"storage error on {path}: {e}") from e
+                    raise storage_error("write", local, e) from e
             else:
                 return self.head(path)
         info = self.put_file(path, local_file)
         with contextlib.suppress(OSError):
             os.unlink(local_file)
         return info
+
+    def list_partial(self, prefix: str = "") -> Sequence[ObjectInfo]:
+        """Staging files (``<name>#<digits>``) under ``prefix`` of a local store."""
+        prefix = prefix.strip("/")
+        if self._root is None:
+            return []
+        top = os.path.join(self._root, *prefix.split("/")) if prefix else self._root
+        out = []
+        for dirpath, _, names in os.walk(top):
+            for name in names:
+                if not _PARTIAL.search(name):
+                    continue
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue  # published or removed meanwhile
+                rel = os.path.relpath(full, self._root).replace(os.sep, "/")
+                when = dt.datetime.fromtimestamp(st.st_mtime, dt.UTC)
+                out.append(ObjectInfo(rel, st.st_size, when))
+        return sorted(out, key=lambda o: o.path)
+
+    def delete_partial(self, path: str) -> None:
+        if not _PARTIAL.search(path) or self._root is None:
+            raise InvalidInputError(f"not a partial object: {path!r}")
+        self._check(path.split("#", 1)[0])
+        local = os.path.join(self._root, *path.split("/"))
+        try:
+            os.unlink(local)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise storage_error("delete", local, e) from e
 
     def list(self, prefix: str = "", delimiter: str | None = None) -> ListResult:
         prefix = prefix.strip("/")
@@ -173,6 +255,8 @@ class ObStorage(Storage):
             res = _call(
                 prefix or "/",
                 lambda: obstore.list_with_delimiter(self._store, prefix or None),
+                "list",
+                self._where(prefix),
             )
             objects = sorted((_info(m) for m in res["objects"]), key=lambda o: o.path)
             prefixes = sorted(p.rstrip("/") + "/" for p in res["common_prefixes"])
@@ -181,23 +265,34 @@ class ObStorage(Storage):
 
     def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         prefix = prefix.strip("/")
-        batches = _call(prefix or "/", lambda: list(obstore.list(self._store, prefix or None)))
+        batches = _call(
+            prefix or "/",
+            lambda: list(obstore.list(self._store, prefix or None)),
+            "list",
+            self._where(prefix),
+        )
         yield from sorted((_info(m) for batch in batches for m in batch), key=lambda o: o.path)
 
     def delete(self, path: str) -> None:
         self._check(path)
         with contextlib.suppress(NotFoundError):
-            _call(path, lambda: obstore.delete(self._store, path))
+            _call(path, lambda: obstore.delete(self._store, path), "delete", self._where(path))
 
     def copy(self, src: str, dst: str) -> None:
         self._check(src)
         self._check(dst)
-        _call(src, lambda: obstore.copy(self._store, src, dst))
+        _call(src, lambda: obstore.copy(self._store, src, dst), "copy", self._where(src))
 
     def local_path(self, path: str) -> str | None:
         if self._root is None:
             return None
         return os.path.join(self._root, *path.split("/"))
+
+    def _where(self, path: str) -> str:
+        """Where an object lives, for error lines: a file path on a local lake, else a URI."""
+        if self._root is not None:
+            return os.path.join(self._root, *path.split("/")) if path else self._root
+        return f"{self.uri.rstrip('/')}/{path}"
 
     def __repr__(self) -> str:
         return f"<Storage {self.uri}>"
@@ -281,7 +376,8 @@ def local_storage(root: str, create: bool = False) -> ObStorage:
     """A directory on the local filesystem (made when ``create``, else it must exist)."""
     root = os.path.abspath(os.path.expanduser(root))
     if create:
-        os.makedirs(root, exist_ok=True)
+        with os_errors("create", root):
+            os.makedirs(root, exist_ok=True)
     elif not os.path.isdir(root):
         raise NotFoundError(f"no such directory: {root}")
     return ObStorage(LocalStore(root), Path(root).as_uri(), root=root)

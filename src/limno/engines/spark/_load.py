@@ -106,30 +106,33 @@ def load(
         raise InvalidInputError("no input files")
     if "-" in sources:
         raise InvalidInputError("the spark engine loads files, not standard input")
-    spark = session(spark=spark)
-    parts = stage_inputs(spark, rp, sources, fmt)
-    try:
-        # input order breaks ties between equal keys, as the local load's stable sort
-        df = frame(spark, rp.storage, parts, positions=True)
-        objs = write_objects(
-            df,
-            rp,
-            branch=branch,
-            partitions=partitions,
-            spark=spark,
-            source="input",
-            tiebreak=(OBJ_COL, ROW_COL),
-            check_schema=False,  # checked as the inputs were read
-            native=native,
-            _hook=_hook,
+    with rp.versioned.writing("spark load") as since:
+        spark = session(spark=spark)
+        parts = stage_inputs(spark, rp, sources, fmt)
+        try:
+            # input order breaks ties between equal keys, as the local load's stable sort
+            df = frame(spark, rp.storage, parts, positions=True)
+            objs = write_objects(
+                df,
+                rp,
+                branch=branch,
+                partitions=partitions,
+                spark=spark,
+                source="input",
+                tiebreak=(OBJ_COL, ROW_COL),
+                check_schema=False,  # checked as the inputs were read
+                native=native,
+                _hook=_hook,
+            )
+        finally:
+            for p in parts:
+                with contextlib.suppress(Exception):
+                    rp.storage.delete(p.path)
+        if not objs:
+            raise InvalidInputError("no records to load")
+        return commit_objects(
+            rp, branch, objs, message=message, author=author, meta=meta, since=since
         )
-    finally:
-        for p in parts:
-            with contextlib.suppress(Exception):
-                rp.storage.delete(p.path)
-    if not objs:
-        raise InvalidInputError("no records to load")
-    return commit_objects(rp, branch, objs, message=message, author=author, meta=meta)
 
 
 def stage_inputs(

@@ -14,14 +14,26 @@ conf), where:
   so both engines show the same rows). Names are found by DuckDB's parser, and
   any it missed by Spark's analyzer (a name Spark reports as not found is
   resolved and the statement analyzed again).
+
+In safe mode (``safe=True`` of :func:`query` and :func:`sql`; the CLI's
+``query --safe``; what a server must use) the statement must parse, by Spark's
+own parser, as exactly one query, and its parse tree may not name a file
+(``parquet.`/path```), a catalog table, a script (``TRANSFORM ... USING``), a
+table function that is not one of :data:`SAFE_TABLE_FUNCTIONS` or a function
+that calls JVM methods by name (:data:`JVM_CALL_FUNCTIONS`). The query session also runs with
+``spark.sql.runSQLOnFiles=false`` and without those functions, so nothing the
+analyzer resolves later can reach them either.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import re
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from limno.engines.sql_safety import NO_ACCESS, QUERY_FORMS, refuse, tree_nodes
 from limno.errors import InvalidInputError
 
 from ._read import read
@@ -40,6 +52,33 @@ QUERY_CONF = {
     "spark.sql.ansi.doubleQuotedIdentifiers": "true",
     "spark.sql.session.timeZone": "UTC",
 }
+
+#: SQL settings of a safe query's session: no ``format.`path``` tables
+SAFE_CONF = {"spark.sql.runSQLOnFiles": "false"}
+
+#: table-valued functions a safe query may call: they make rows from values only
+SAFE_TABLE_FUNCTIONS = frozenset(
+    {
+        "range",
+        "explode",
+        "explode_outer",
+        "inline",
+        "inline_outer",
+        "posexplode",
+        "posexplode_outer",
+        "stack",
+        "json_tuple",
+        "variant_explode",
+        "variant_explode_outer",
+    }
+)
+
+#: functions that call a JVM method named in the SQL: refused and dropped in safe mode
+JVM_CALL_FUNCTIONS = ("reflect", "java_method", "try_reflect")
+
+_ANALYSIS = "org.apache.spark.sql.catalyst.analysis."
+#: words a query may start with (a statement starting so and not a query: INSERT after WITH)
+_QUERY_WORDS = frozenset({"", "WITH", "SELECT", "FROM", "VALUES", "TABLE"})
 
 
 def table(lake: Lake, name: str, spark: SparkSession | None = None) -> DataFrame:
@@ -60,12 +99,21 @@ def _view(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def sql(lake: Lake, statement: str, spark: SparkSession | None = None) -> DataFrame:
-    """A Spark DataFrame of ``statement`` over the lake's pools."""
+def sql(
+    lake: Lake, statement: str, spark: SparkSession | None = None, *, safe: bool = False
+) -> DataFrame:
+    """A Spark DataFrame of ``statement`` over the lake's pools.
+
+    ``safe`` (for SQL that may come from someone else) allows exactly one query
+    that reads pools and meta tables only (see the module docstring).
+    """
     base = session(spark=spark)
     s = base.newSession()
     for k, v in QUERY_CONF.items():
         s.conf.set(k, v)
+    if safe:
+        _lock(s)
+        _check_safe(s, statement)
     registered: set[str] = set()
 
     def register(name: str) -> None:
@@ -102,9 +150,14 @@ def _translate(e: Exception) -> Exception:
     return e
 
 
-def query(lake: Lake, statement: str, spark: SparkSession | None = None) -> pa.Table:
-    """Run ``statement`` on Spark; the answer as an Arrow table (like the local engine)."""
-    df = sql(lake, statement, spark)
+def query(
+    lake: Lake, statement: str, spark: SparkSession | None = None, *, safe: bool = False
+) -> pa.Table:
+    """Run ``statement`` on Spark; the answer as an Arrow table (like the local engine).
+
+    ``safe`` as for :func:`sql`.
+    """
+    df = sql(lake, statement, spark, safe=safe)
     try:
         with translate_errors("SQL"):
             return df.toArrow()
@@ -115,6 +168,95 @@ def query(lake: Lake, statement: str, spark: SparkSession | None = None) -> pa.T
         if translated is e:
             raise
         raise translated from e
+
+
+def _lock(s: SparkSession) -> None:
+    """Make a query session safe: no SQL on files, no JVM method calls by name."""
+    if getattr(s, "_jsparkSession", None) is None:
+        raise InvalidInputError("SQL: safe mode needs a classic Spark session, not Spark Connect")
+    for k, v in SAFE_CONF.items():
+        s.conf.set(k, v)
+    jvm: Any = s._jvm
+    registry = s._jsparkSession.sessionState().functionRegistry()
+    ident = jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
+    for name in JVM_CALL_FUNCTIONS:
+        registry.dropFunction(ident.apply(name))
+
+
+def _check_safe(s: SparkSession, statement: str) -> None:
+    """Refuse ``statement`` unless Spark's parser reads it as one query that stays inside.
+
+    Parsing runs with ``s`` as the active session, so its SQL settings
+    (double-quoted identifiers) apply; nothing is analyzed or run.
+    """
+    jvm: Any = s._jvm
+    sessions = jvm.org.apache.spark.sql.classic.SparkSession
+    before = sessions.getActiveSession()
+    sessions.setActiveSession(s._jsparkSession)
+    try:
+        parser = s._jsparkSession.sessionState().sqlParser()
+        try:
+            plan = parser.parsePlan(statement)
+        except Exception as e:
+            translated = _translate(e)
+            if translated is e:
+                raise
+            raise translated from e
+        command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
+        try:
+            parser.parseQuery(re.sub(r"[\s;]+$", "", statement))
+            is_query = not command.isInstance(plan)
+        except Exception:
+            is_query = False
+        if not is_query:
+            raise refuse(_first_word(statement), QUERY_FORMS)
+        tree = json.loads(plan.toJSON())
+    finally:
+        if before.isDefined():
+            sessions.setActiveSession(before.get())
+        else:
+            sessions.clearActiveSession()
+    for node in tree_nodes(tree):
+        _check_node(node)
+
+
+def _check_node(node: dict[str, Any]) -> None:
+    """Refuse one node of a parsed plan (as JSON) that reaches outside the query."""
+    kind = str(node.get("class", ""))
+    if kind.endswith(".ScriptTransformation"):
+        raise refuse("TRANSFORM ... USING", "no scripts or programs")
+    if kind == _ANALYSIS + "UnresolvedRelation":
+        parts = _name_parts(node.get("multipartIdentifier"))
+        if len(parts) != 1:
+            raise refuse(f"table {'.'.join(parts)}", "a table is a pool ref or a meta table")
+        if "/" in parts[0] or "\\" in parts[0]:
+            raise refuse(f"file path {parts[0]!r}", "a table is a pool ref or a meta table")
+    elif kind == _ANALYSIS + "UnresolvedTableValuedFunction":
+        name = ".".join(_name_parts(node.get("name"))).lower()
+        if name not in SAFE_TABLE_FUNCTIONS:
+            allowed = ", ".join(sorted(SAFE_TABLE_FUNCTIONS))
+            raise refuse(f"table function {name}()", f"{NO_ACCESS} (allowed: {allowed})")
+    elif kind == _ANALYSIS + "UnresolvedFunction":
+        parts = _name_parts(node.get("nameParts"))
+        if parts and parts[-1].lower() in JVM_CALL_FUNCTIONS:
+            raise refuse(f"function {parts[-1].lower()}()", "no JVM method calls")
+
+
+def _name_parts(value: object) -> list[str]:
+    """A name's parts as a plan's JSON shows them: ``"[a, b]"`` (or a list)."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    text = str(value or "")
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    return text.split(", ") if text else []
+
+
+def _first_word(statement: str) -> str:
+    """The first word of a statement (``SET``, ``INSERT``...), comments skipped."""
+    m = re.match(r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*([A-Za-z_]+)", statement, re.DOTALL)
+    word = m.group(1).upper() if m else ""
+    return word if word not in _QUERY_WORDS else "a statement that is not a query"
 
 
 def _duckdb_names(statement: str) -> list[str]:
@@ -168,5 +310,6 @@ def _split_identifier(text: str) -> list[str]:
 
 def _short(text: str) -> str:
     """One line, without Spark's trailing SQLSTATE and plan context."""
-    first = text.splitlines()[0] if text else text
+    lines = [line for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else text
     return first.split(" SQLSTATE:")[0].rstrip()

@@ -36,6 +36,7 @@ from pyspark.sql.datasource import (
 )
 
 from limno.core.commits import Action
+from limno.core.leases import Leases
 from limno.errors import InvalidInputError
 from limno.pools.records._writer import delete_objects
 from limno.pools.records.keys import PoolKey
@@ -87,6 +88,9 @@ class LimnoDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> _Writer:
         pool, branch = self._open()
         pool.versioned.head(branch)  # a missing branch (or a tag) fails before any work
+        # held on the driver until commit or abort: vacuum leaves the tasks' objects be
+        since = pool.versioned.gc.ticket()
+        lease = pool.versioned.gc.leases.acquire("spark data source write")
         return _Writer(
             LakeSpec.of(pool.storage),
             pool.id,
@@ -94,6 +98,8 @@ class LimnoDataSource(DataSource):
             overwrite,
             self.options.get("message", ""),
             self.options.get("author"),
+            since,
+            lease.path,
         )
 
 
@@ -150,6 +156,8 @@ class _Writer(DataSourceArrowWriter):
     overwrite: bool
     message: str
     author: str | None
+    since: int
+    lease: str
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from limno.lake import Lake
@@ -166,7 +174,17 @@ class _Writer(DataSourceArrowWriter):
         from limno.lake import Lake
 
         pool = Lake(self.spec.open()).pool(self.pool_id)
-        objs = _objects(messages)
+        try:
+            self._commit(pool, _objects(messages), messages)
+        finally:
+            pool.versioned.gc.leases.release(self.lease)
+
+    def _commit(
+        self,
+        pool: RecordPool,
+        objs: list[DataObject],
+        messages: list[WriterCommitMessage | None],
+    ) -> None:
         current, tree = pool.snapshot(self.branch)
         try:
             pool.check_key_types([] if self.overwrite else current, objs)
@@ -186,11 +204,17 @@ class _Writer(DataSourceArrowWriter):
             actions,
             message=self.message or f"{verb} {rows} record(s) (spark data source)",
             author=self.author,
+            since=self.since,
+            validate=None if self.overwrite else pool.keys_fit(objs),
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing was committed: delete what the tasks wrote (vacuum gets the rest)."""
-        delete_objects(self.spec.open(), self.pool_id, _objects(messages))
+        storage = self.spec.open()
+        try:
+            delete_objects(storage, self.pool_id, _objects(messages))
+        finally:
+            Leases(storage, self.pool_id).release(self.lease)
 
 
 def _objects(messages: Sequence[WriterCommitMessage | None]) -> list[DataObject]:

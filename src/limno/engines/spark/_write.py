@@ -486,19 +486,22 @@ def write(
     rp, named = open_pool(pool, lake)
     branch = branch or named or "main"
     rp.versioned.head(branch)  # a missing branch fails before any work
-    objs = write_objects(
-        df,
-        rp,
-        branch=branch,
-        partitions=partitions,
-        spark=spark,
-        native=native,
-        keep_order=keep_order,
-        _hook=_hook,
-    )
-    if not objs:
-        raise InvalidInputError("no records to load")
-    return commit_objects(rp, branch, objs, message=message, author=author, meta=meta)
+    with rp.versioned.writing("spark write") as since:
+        objs = write_objects(
+            df,
+            rp,
+            branch=branch,
+            partitions=partitions,
+            spark=spark,
+            native=native,
+            keep_order=keep_order,
+            _hook=_hook,
+        )
+        if not objs:
+            raise InvalidInputError("no records to load")
+        return commit_objects(
+            rp, branch, objs, message=message, author=author, meta=meta, since=since
+        )
 
 
 def commit_objects(
@@ -508,11 +511,14 @@ def commit_objects(
     message: str = "",
     author: str | None = None,
     meta: Mapping[str, Any] | None = None,
+    since: int | None = None,
 ) -> Commit:
     """One commit adding objects already written (the driver's half of a bulk import).
 
     Keys that cannot sort with the branch's (see :meth:`RecordPool.check_key_types`)
-    are refused, and the objects deleted.
+    are refused, and the objects deleted; the check runs again against the snapshot
+    the commit finally lands on. ``since`` is the gc ticket read before the objects
+    were written (see :mod:`limno.core.gc`).
     """
     try:
         pool.check_key_types(pool.snapshot(branch)[0], objs)
@@ -526,6 +532,8 @@ def commit_objects(
         message=message or f"load {rows} record(s)",
         author=author,
         meta=meta,
+        since=since,
+        validate=pool.keys_fit(objs),
     )
 
 

@@ -8,19 +8,28 @@ seekable adapter turns every read Arrow makes into one ranged GET, so a lookup i
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from limno.errors import NotFoundError
+from limno.errors import (
+    CorruptError,
+    LimnoError,
+    NotFoundError,
+    damaged_object,
+    decode_reason,
+    storage_error,
+)
 from limno.storage import Storage
 
-__all__ = ["RangeFile", "open_parquet"]
+__all__ = ["ObjectFile", "RangeFile", "open_parquet"]
 
 #: parsed footers of local objects kept for reuse (most recently used first out last)
 FOOTER_CACHE_SIZE = 256
@@ -132,20 +141,95 @@ def open_parquet(
     pre-buffer: the column chunks of one read are coalesced into a few large ranged
     requests instead of one request per column chunk. Footers of local files are
     parsed once and reused (see :class:`_FooterCache`).
+
+    Opening it and reading from it raise limno's errors only (see :class:`ObjectFile`):
+    bytes that fail to decode name the object, its pool and ``limno verify``.
     """
     local = storage.local_path(path)
-    if local is not None:
-        try:
+    with _decoding(storage, path):
+        if local is not None:
             if metadata is not None:
-                return pq.ParquetFile(local, metadata=metadata)
+                return ObjectFile(storage, path, local, metadata=metadata)
             stat = os.stat(local)
             ident = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
             cached = _footers.get(local, ident)
-            pf = pq.ParquetFile(local, metadata=cached)
+            pf = ObjectFile(storage, path, local, metadata=cached)
             if cached is None:
                 _footers.put(local, ident, pf.metadata)
             return pf
-        except FileNotFoundError as e:
-            raise NotFoundError(f"object not found: {path}") from e
-    source = pa.PythonFile(RangeFile(storage, path, size), mode="r")
-    return pq.ParquetFile(source, metadata=metadata, pre_buffer=True)
+        source = pa.PythonFile(RangeFile(storage, path, size), mode="r")
+        return ObjectFile(storage, path, source, metadata=metadata, pre_buffer=True)
+
+
+class ObjectFile(pq.ParquetFile):
+    """A data object's Parquet file whose reads raise limno's errors, naming the object.
+
+    Bytes are decoded lazily (a row group when it is read), so a damaged object is
+    often found only by a read well after the footer parsed: every read method maps
+    its errors, wherever the file is read from (scans, lookups, whole-object reads,
+    ``verify``, the Spark engine).
+    """
+
+    def __init__(self, storage: Storage, path: str, source: Any, **options: Any) -> None:
+        self._storage = storage
+        self._object_path = path
+        super().__init__(source, **options)
+
+    def read(self, *args: Any, **kwargs: Any) -> pa.Table:
+        with _decoding(self._storage, self._object_path):
+            return super().read(*args, **kwargs)
+
+    def read_row_group(self, *args: Any, **kwargs: Any) -> pa.Table:
+        with _decoding(self._storage, self._object_path):
+            return super().read_row_group(*args, **kwargs)
+
+    def read_row_groups(self, *args: Any, **kwargs: Any) -> pa.Table:
+        with _decoding(self._storage, self._object_path):
+            return super().read_row_groups(*args, **kwargs)
+
+    def iter_batches(self, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        with _decoding(self._storage, self._object_path):
+            yield from super().iter_batches(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _decoding(storage: Storage, path: str) -> Iterator[None]:
+    """Map what opening or reading the object ``path`` raises to limno's errors.
+
+    A missing file is NotFoundError; an OS error with an errno (permission, I/O) is
+    StorageError; anything Arrow raises otherwise, including its errno-less
+    ``OSError`` for a page that fails to decompress, means the bytes are damaged.
+    """
+    try:
+        yield
+    except LimnoError:
+        raise
+    except FileNotFoundError as e:
+        raise NotFoundError(f"object not found: {path}") from e
+    except OSError as e:
+        if e.errno is None:
+            raise _damaged(storage, path, e) from e
+        where = storage.local_path(path) or f"{storage.uri.rstrip('/')}/{path}"
+        raise storage_error("read", where, e) from e
+    except pa.ArrowException as e:
+        raise _damaged(storage, path, e) from e
+
+
+def _damaged(storage: Storage, path: str, err: BaseException) -> CorruptError:
+    return damaged_object(path, _pool_name(storage, path.split("/")[0]), decode_reason(err))
+
+
+def _pool_name(storage: Storage, pool_id: str) -> str:
+    """The name of the pool ``pool_id`` for an error line (the id if it cannot be read).
+
+    Objects are read by pool id; the name is looked up only when one turns out damaged.
+    """
+    from limno.journal import JournalStore
+    from limno.lake import POOLS_PREFIX
+
+    try:
+        item = JournalStore(storage, POOLS_PREFIX).state().items.get(pool_id)
+    except (LimnoError, OSError, ValueError, KeyError, TypeError):
+        return pool_id
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name else pool_id

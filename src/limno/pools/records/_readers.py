@@ -12,14 +12,14 @@ Two promises shape the code:
 
 * Data of any shape loads. pyarrow's JSON and CSV readers infer one type per column
   and fail when a later value disagrees. Each block is therefore parsed on its own
-  and, for JSON, a block pyarrow rejects is parsed again in Python: every value's
-  type is inferred and widened with :func:`._schema.widen` (an int and a string
-  become a string; objects of different fields become one struct). Well-typed data
-  keeps the fast path; the Python path mimics its inference (ISO 8601 strings become
-  ``timestamp[s]``, as pyarrow's JSON reader does) so results do not depend on it.
+  and, for JSON, a block pyarrow rejects is parsed again in Python, where every
+  value's type is inferred and widened (:mod:`._python_rows`). Well-typed data
+  keeps the fast path.
 * Bad input fails with one line that names the file, where, and why:
   ``data.ndjson: line 3: invalid JSON (Expecting ',' delimiter)``. Text formats give
-  1-based physical line numbers, binary formats a record number or row group.
+  1-based physical line numbers, binary formats a record number or row group. This
+  includes input that would load but harm the pool (:mod:`._input_checks`): invalid
+  UTF-8 and nesting deeper than Parquet reads back are refused before parsing.
 
 Compression is recognized by magic bytes, not by name, and decompressed as a
 stream. The format comes from the caller, else the file extension (after ``.gz`` /
@@ -42,7 +42,6 @@ from typing import IO, Any, cast
 
 import fastavro
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.orc as porc
@@ -51,7 +50,19 @@ import pyarrow.types as pt
 import zstandard
 
 from limno.errors import InvalidInputError
-from limno.pools.records._schema import coerce, conform, from_avro, infer_type, unify, widen
+from limno.pools.records._input_checks import (
+    check_arrow,
+    check_avro_nesting,
+    check_json_nesting,
+    check_schema,
+    check_text,
+    check_values,
+    nesting_error,
+    reason,
+    without_empty_structs,
+)
+from limno.pools.records._python_rows import build, python_table
+from limno.pools.records._schema import conform, from_avro, unify
 
 __all__ = ["FORMATS", "detect_format", "read_records", "read_table"]
 
@@ -66,12 +77,15 @@ _BLOCK = 4 << 20  # bytes of text parsed at a time (a module attribute so tests 
 _HEAD = 64 << 10  # bytes peeked to detect compression and format
 # Blocks pyarrow.json would read differently from the Python path: it rounds integers past
 # int64 to float64, and takes a `null` line for a record of nulls (not an object: an error).
-_SLOW_JSON = re.compile(rb"\d{19}|^[ \t]*null[ \t\r]*$", re.M)
-_ZONED = r"[T ]\d\d(:?\d\d){0,2}(Z|[+-]\d\d(:?\d\d)?)$"  # an ISO 8601 time with a zone
+# Digits are found as zeros after a translate, lines by their newline: a regex over every
+# position of the block (r"\d{19}|^...$") costs more than parsing it.
+_DIGITS_AS_ZEROS = bytes(c if not 0x30 <= c <= 0x39 else 0x30 for c in range(256))
+_LONG_INTEGER = b"0" * 19
+_NULL_LINE = re.compile(rb"[ \t]*null[ \t\r]*(?=\n|\Z)")
+_NEXT_NULL_LINE = re.compile(rb"\n[ \t]*null[ \t\r]*(?=\n|\Z)")
 _JSON_WS = re.compile(r"[^ \t\r\n]")
-_Rows = list[dict[str, Any]]
-_Where = Callable[[int], str]
-_BUILD_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError, UnicodeError)
+# what native readers raise for bad bytes (MemoryError: a size in the file is absurd)
+_NATIVE_ERRORS = (pa.ArrowException, OSError, MemoryError)
 
 
 # -- opening, decompressing, peeking ---------------------------------------------------
@@ -95,7 +109,7 @@ class _Replay(io.RawIOBase):
             data = self._rest.read(len(view))
         except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
             what = f"corrupt {self._codec} data" if self._codec else "read failed"
-            raise InvalidInputError(f"{self._name}: {what} ({_reason(e)})") from None
+            raise InvalidInputError(f"{self._name}: {what} ({reason(e)})") from None
         view[: len(data)] = data
         return len(data)
 
@@ -211,11 +225,14 @@ def read_records(
         if not head:
             raise InvalidInputError(f"{name}: no records")
         src = _Input(name, stream, head, path if owned and codec is None else None)
-        rows = 0
+        rows, checked = 0, None
         for batch in _READERS[fmt or detect_format(name, head)](src, batch_rows):
             if batch.num_rows:
+                if checked is None or not batch.schema.equals(checked):
+                    check_schema(name, batch.schema)  # the readers check before parsing too
+                    checked = batch.schema
                 rows += batch.num_rows
-                yield batch
+                yield without_empty_structs(batch)
         if rows == 0:
             raise InvalidInputError(f"{name}: no records")
     finally:
@@ -232,11 +249,6 @@ def read_table(path: str, fmt: str | None = None) -> pa.Table:
     return pa.concat_tables([conform(b, schema) for b in batches])
 
 
-def _reason(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
-
-
 def _split(table: pa.Table | pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if isinstance(table, pa.RecordBatch):
         for start in range(0, table.num_rows, batch_rows):
@@ -246,7 +258,17 @@ def _split(table: pa.Table | pa.RecordBatch, batch_rows: int) -> Iterator[pa.Rec
 
 
 # -- text blocks -----------------------------------------------------------------------
-def _blocks(stream: IO[bytes], quote: bytes | None) -> Iterator[bytes]:
+def _blocks(src: _Input, quote: bytes | None) -> Iterator[tuple[int, bytes]]:
+    """(number of its first line, block) of the text cut into blocks of whole lines,
+    each checked to be UTF-8 before anything parses it."""
+    line = 1
+    for block in _cut_blocks(src.stream, quote):
+        check_text(src.name, block, line)
+        yield line, block
+        line += block.count(b"\n")
+
+
+def _cut_blocks(stream: IO[bytes], quote: bytes | None) -> Iterator[bytes]:
     """The stream cut into blocks of whole lines (never inside a quoted CSV field)."""
     carry, first = b"", True
     while True:
@@ -282,14 +304,13 @@ def _cut(buf: bytes, quote: bytes | None) -> int:
 
 # -- JSON ------------------------------------------------------------------------------
 def _read_ndjson(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    line = 1
-    for block in _blocks(src.stream, None):
+    for line, block in _blocks(src, None):
         yield from _split(_ndjson_block(src.name, block, line), batch_rows)
-        line += block.count(b"\n")
 
 
 def _ndjson_block(name: str, block: bytes, first_line: int) -> pa.Table:
-    if not _SLOW_JSON.search(block):
+    check_json_nesting(name, block, first_line)  # deep JSON crashes pyarrow's parser
+    if not _slow_json(block):
         try:
             opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
             return pjson.read_json(io.BytesIO(block), read_options=opts)
@@ -300,7 +321,16 @@ def _ndjson_block(name: str, block: bytes, first_line: int) -> pa.Table:
         if raw.strip():
             records.append(_json_object(name, first_line + i, raw))
             lines.append(first_line + i)
-    return _python_table(name, records, lines)
+    return python_table(name, records, lines)
+
+
+def _slow_json(block: bytes) -> bool:
+    """Whether ``block`` has an integer of 19 digits or more, or a ``null`` line."""
+    return (
+        _LONG_INTEGER in block.translate(_DIGITS_AS_ZEROS)
+        or _NULL_LINE.match(block) is not None
+        or _NEXT_NULL_LINE.search(block) is not None
+    )
 
 
 def _json_object(name: str, line: int, raw: bytes) -> dict[str, Any]:
@@ -310,6 +340,8 @@ def _json_object(name: str, line: int, raw: bytes) -> dict[str, Any]:
         raise InvalidInputError(f"{name}: line {line}: invalid JSON ({e.msg})") from None
     except UnicodeDecodeError:
         raise InvalidInputError(f"{name}: line {line}: invalid UTF-8") from None
+    except RecursionError:
+        raise nesting_error(name, f"line {line}") from None
     return _check_object(name, line, value)
 
 
@@ -331,7 +363,7 @@ def _read_json(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     for start in range(0, len(records), batch_rows):
         part = records[start : start + batch_rows]
         yield from _split(
-            _python_table(src.name, [r for _, r in part], [n for n, _ in part]), batch_rows
+            python_table(src.name, [r for _, r in part], [n for n, _ in part]), batch_rows
         )
 
 
@@ -359,6 +391,7 @@ def _json_document(name: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]
 
     pos = skip(0)
     array = text.startswith("[", pos)
+    check_json_nesting(name, data, 1, outer=int(array))  # the array is one more level
     pos, first = skip(pos + 1) if array else pos, True
     while pos < len(text):
         if array and text[pos] == "]":
@@ -374,69 +407,12 @@ def _json_document(name: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise fail(e.pos, e.msg) from None
+        except RecursionError:
+            raise nesting_error(name, f"line {line_at(pos)}") from None
         yield line_at(pos), _check_object(name, line_at(pos), value)
         pos, first = skip(end), False
     if array:
         raise fail(pos, "Expecting ',' delimiter" if not first else "Expecting value")
-
-
-# -- Python-side records ------------------------------------------------------------
-def _python_table(name: str, records: list[dict[str, Any]], lines: list[int]) -> pa.Table:
-    """JSON records as a table of their widened types (the heterogeneous-input path)."""
-    typ: pa.DataType = pa.struct([])
-    for record in records:
-        t = infer_type(record)
-        if t != typ:
-            typ = widen(typ, t)
-    table = _build(name, records, typ, lambda i: f"line {lines[i]}", False)
-    return pa.Table.from_arrays(
-        [_timestamps(c.combine_chunks()) for c in table.columns], table.column_names
-    )
-
-
-def _build(name: str, rows: _Rows, typ: pa.StructType, where: _Where, direct: bool) -> pa.Table:
-    schema = pa.schema(list(typ))
-    if direct:  # the rows may already fit: skip the coercion pass
-        try:
-            return pa.Table.from_pylist(rows, schema=schema)
-        except _BUILD_ERRORS:
-            pass
-    rows = [coerce(r, typ) for r in rows]
-    try:
-        return pa.Table.from_pylist(rows, schema=schema)
-    except _BUILD_ERRORS as e:
-        for i, row in enumerate(rows):  # find the record to blame
-            try:
-                pa.Table.from_pylist([row], schema=schema)
-            except _BUILD_ERRORS as bad:
-                raise InvalidInputError(f"{name}: {where(i)}: {_reason(bad)}") from None
-        raise InvalidInputError(f"{name}: {_reason(e)}") from None
-
-
-def _timestamps(arr: pa.Array) -> pa.Array:
-    """Strings that are all ISO 8601 times become timestamp[s], as pyarrow.json infers."""
-    t = arr.type
-    if pt.is_string(t) and arr.null_count < len(arr):
-        zoned = pc.match_substring_regex(arr, _ZONED)
-        none = pa.scalar(None, t)
-        try:
-            utc = pc.cast(pc.if_else(zoned, arr, none), pa.timestamp("s", "UTC"))
-            naive = pc.cast(pc.if_else(zoned, none, arr), pa.timestamp("s"))
-            return pc.coalesce(pc.cast(utc, pa.timestamp("s")), naive)
-        except pa.ArrowInvalid:
-            return arr
-    elif pt.is_struct(t):
-        kids = [_timestamps(arr.field(i)) for i in range(t.num_fields)]
-        if any(k.type != f.type for k, f in zip(kids, t, strict=True)):
-            fields = [pa.field(f.name, k.type) for k, f in zip(kids, t, strict=True)]
-            mask = arr.is_null() if arr.null_count else None
-            return pa.StructArray.from_arrays(kids, fields=fields, mask=mask)
-    elif pt.is_list(t):
-        values = _timestamps(arr.values)
-        if values.type != t.value_type:
-            mask = arr.is_null() if arr.null_count else None
-            return pa.ListArray.from_arrays(arr.offsets, values, mask=mask)
-    return arr
 
 
 # -- CSV / TSV -------------------------------------------------------------------------
@@ -447,8 +423,7 @@ def _read_delimited(src: _Input, batch_rows: int, delimiter: str) -> Iterator[pa
         delimiter=delimiter, quote_char=quote or False, newlines_in_values=quote is not None
     )
     header: list[str] | None = None
-    line = 1
-    for block in _blocks(src.stream, quote.encode() if quote else None):
+    for line, block in _blocks(src, quote.encode() if quote else None):
         opts = pcsv.ReadOptions(block_size=len(block) + 1, use_threads=False, column_names=header)
         table = _csv_block(src.name, block, line, opts, parse, quote)
         if header is None:
@@ -456,7 +431,6 @@ def _read_delimited(src: _Input, batch_rows: int, delimiter: str) -> Iterator[pa
             dup = next((n for n in header if header.count(n) > 1), None)
             if dup is not None:
                 raise InvalidInputError(f"{src.name}: line {line}: duplicate column {dup!r}")
-        line += block.count(b"\n")
         yield from _split(table, batch_rows)
 
 
@@ -486,7 +460,7 @@ def _csv_block(
             what = f"expected {row.expected_columns} columns, got {row.actual_columns}"
             raise InvalidInputError(f"{name}: line {line}: {what}") from None
         last = first_line + block.count(b"\n") - 1
-        raise InvalidInputError(f"{name}: lines {first_line}-{last}: {_reason(e)}") from None
+        raise InvalidInputError(f"{name}: lines {first_line}-{last}: {reason(e)}") from None
 
 
 def _record_line(block: bytes, number: int, quote: str | None) -> int:
@@ -514,19 +488,22 @@ def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.Recor
     with source:
         try:
             f = pq.ParquetFile(source) if kind == "Parquet" else porc.ORCFile(source)
-        except (pa.ArrowException, OSError) as e:
-            raise InvalidInputError(f"{src.name}: not a valid {kind} file ({_reason(e)})") from None
+            schema = f.schema_arrow if isinstance(f, pq.ParquetFile) else f.schema
+        except _NATIVE_ERRORS as e:
+            raise _unreadable(src.name, f"not a valid {kind} file", e) from None
+        except UnicodeDecodeError:
+            raise InvalidInputError(f"{src.name}: a field name is not valid UTF-8") from None
+        check_schema(src.name, schema)  # before any data is read
         parquet = isinstance(f, pq.ParquetFile)
         rows = 0
         for i in range(f.num_row_groups if parquet else f.nstripes):
             try:
                 part = f.read_row_group(i) if parquet else f.read_stripe(i)
-            except (pa.ArrowException, OSError) as e:
+            except _NATIVE_ERRORS as e:
                 unit = "row group" if parquet else "stripe"
                 where = f"{unit} {i} (rows from {rows + 1})"
-                raise InvalidInputError(
-                    f"{src.name}: {where}: corrupt {kind} data ({_reason(e)})"
-                ) from None
+                raise _unreadable(src.name, f"{where}: corrupt {kind} data", e) from None
+            check_values(src.name, part, rows)
             rows += part.num_rows
             yield from _split(part, batch_rows)
 
@@ -537,20 +514,36 @@ def _read_arrow(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
         if src.local is not None and src.head.startswith(b"ARROW1"):
             with pa.OSFile(src.local) as f:
                 reader = pa.ipc.open_file(f)
+                check_schema(src.name, reader.schema)
                 for i in range(reader.num_record_batches):
                     batch = reader.get_batch(i)
+                    check_arrow(src.name, batch, rows)
                     yield from _split(batch, batch_rows)
                     rows += batch.num_rows
             return
         if src.head.startswith(b"ARROW1"):
             src.stream.read(8)  # the file format is the stream format after 8 magic bytes
-        for batch in pa.ipc.open_stream(src.stream):
+        stream = pa.ipc.open_stream(src.stream)
+        check_schema(src.name, stream.schema)
+        for batch in stream:
+            check_arrow(src.name, batch, rows)
             yield from _split(batch, batch_rows)
             rows += batch.num_rows
-    except (pa.ArrowException, OSError) as e:
+    except _NATIVE_ERRORS as e:
         what = "corrupt Arrow data" if rows else "not a valid Arrow IPC file"
         where = f"record {rows + 1}: " if rows else ""
-        raise InvalidInputError(f"{src.name}: {where}{what} ({_reason(e)})") from None
+        raise _unreadable(src.name, f"{where}{what}", e) from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{src.name}: a field name is not valid UTF-8") from None
+
+
+def _unreadable(name: str, what: str, e: BaseException) -> InvalidInputError:
+    """The error for a binary input a native reader refused (its own nesting limits,
+    and Python's recursion limit in fastavro, are reported as :func:`nesting_error`)."""
+    why = reason(e)
+    if isinstance(e, RecursionError) or "deeply nested" in why or "recursion depth" in why:
+        return nesting_error(name)
+    return InvalidInputError(f"{name}: {what} ({why})")
 
 
 def _read_avro(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
@@ -559,8 +552,14 @@ def _read_avro(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     except InvalidInputError:
         raise
     except Exception as e:
-        raise InvalidInputError(f"{src.name}: not a valid Avro file ({_reason(e)})") from None
-    typ = from_avro(reader.writer_schema)
+        raise _unreadable(src.name, "not a valid Avro file", e) from None
+    check_avro_nesting(src.name, reader.writer_schema)
+    try:
+        typ = from_avro(reader.writer_schema)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"{src.name}: {e}") from None
+    except (LookupError, TypeError, ValueError, pa.ArrowException) as e:
+        raise InvalidInputError(f"{src.name}: unsupported Avro schema ({reason(e)})") from None
     if not pt.is_struct(typ):
         raise InvalidInputError(f"{src.name}: Avro data must be records, not {typ}")
     records: list[dict[str, Any]] = []
@@ -574,9 +573,9 @@ def _read_avro(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
             raise
         except Exception as e:
             where = f"record {rows + len(records) + 1}"
-            raise InvalidInputError(
-                f"{src.name}: {where}: corrupt Avro data ({_reason(e)})"
-            ) from None
+            if isinstance(e, UnicodeDecodeError):
+                raise InvalidInputError(f"{src.name}: {where}: invalid UTF-8") from None
+            raise _unreadable(src.name, f"{where}: corrupt Avro data", e) from None
         records.append(cast(dict[str, Any], record))
         if len(records) == batch_rows:
             yield from _avro_batches(src.name, records, typ, rows)
@@ -587,7 +586,7 @@ def _read_avro(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
 def _avro_batches(
     name: str, records: list[dict[str, Any]], typ: pa.StructType, before: int
 ) -> Iterator[pa.RecordBatch]:
-    yield from _build(
+    yield from build(
         name, records, typ, lambda i: f"record {before + i + 1}", direct=True
     ).to_batches()
 

@@ -393,10 +393,29 @@ def _to_text(arr: pa.Array, dst: pa.DataType) -> pa.Array:
     """Values rendered as text: Arrow's cast for scalars, compact JSON for the rest."""
     if not _is_nested(arr.type) and not _is_bytes(arr.type):
         try:
-            return pc.cast(arr, dst)
+            text = pc.cast(arr, dst)
         except pa.ArrowNotImplementedError:
             pass
+        else:
+            if pt.is_timestamp(arr.type) and arr.type.tz:
+                text = _exact_instants(arr, text, dst)
+            return text
     return pa.array([None if v is None else json_text(v) for v in _pylist(arr)], dst)
+
+
+def _exact_instants(arr: pa.Array, text: pa.Array, dst: pa.DataType) -> pa.Array:
+    """Arrow renders a zoned timestamp with its offset in whole minutes, so an instant
+    in a zone whose offset had seconds (local mean time before 1900-1920: Paris was
+    +00:09:21) would read back wrong. Such values are rendered in UTC instead."""
+    try:
+        back = pc.cast(text, arr.type)
+        same = pc.fill_null(pc.equal(back, arr), True)
+    except pa.ArrowException:
+        same = pa.array([False] * len(arr))
+    if pc.all(same).as_py():
+        return text
+    utc = pc.cast(pc.cast(arr, pa.timestamp(arr.type.unit, "UTC")), dst)
+    return pc.if_else(same, text, utc)
 
 
 def _pylist(arr: pa.Array) -> list[Any]:

@@ -35,6 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from limno.core.gc import expired_path
+from limno.errors import ConflictError, LimnoError, StorageError, decode_reason, os_errors
 from limno.ksuid import ksuid
 from limno.pools.records._merge import concat_unified, first_true, merge_sorted
 from limno.pools.records._sort import Gathered, prefetched, sort_order, take_sorted
@@ -42,7 +44,6 @@ from limno.pools.records.keys import PoolKey
 from limno.pools.records.objects import DataObject, data_path, schema_to_b64
 from limno.pools.records.sketches import SketchBuilder, sketch_path
 from limno.storage import Storage
-from limno.storage._obstore import ObStorage
 
 __all__ = ["ROW_GROUP_ROWS", "delete_objects", "sort_and_write", "write_sorted"]
 
@@ -95,10 +96,11 @@ def write_sorted(
             for piece, last in _cut_stream(tables, target_size, _Bounds(key, bounds)):
                 if writer is None:
                     writer = uploader.open(pool_id, key, piece.schema)
-                writer.add(piece)
-                if last:
-                    objects.append(uploader.close(writer))
-                    writer = None
+                with os_errors("write", uploader.shown(writer)):  # a full disk, a read-only lake
+                    writer.add(piece)
+                    if last:
+                        objects.append(uploader.close(writer))
+                        writer = None
         finally:
             if writer is not None:
                 writer.discard()
@@ -279,6 +281,7 @@ class _ObjectWriter:
             use_dictionary=_dictionary_columns(sample),
             write_statistics=True,
             write_page_index=True,
+            write_page_checksum=True,  # verify --deep checks them
         )
 
     def _read_back(self) -> list[pa.Table]:
@@ -423,7 +426,7 @@ class _Uploader:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limno-upload")
         self._inflight: Future[None] | None = None
         self._temps: list[str] = []
-        self._local = isinstance(storage, ObStorage) and storage.local_path("x") is not None
+        self._local = storage.local_path("x") is not None
 
     def __enter__(self) -> _Uploader:
         return self
@@ -444,28 +447,41 @@ class _Uploader:
         path = data_path(pool_id, object_id)
         tmp: str | None = None
         if self._local:
-            assert isinstance(self.storage, ObStorage)
             tmp = self.storage.staging_file(path)
         if tmp is None:
-            fd, tmp = tempfile.mkstemp(prefix="limno-object-", suffix=".parquet")
+            with os_errors("write", tempfile.gettempdir()):
+                fd, tmp = tempfile.mkstemp(prefix="limno-object-", suffix=".parquet")
             os.close(fd)
         self._temps.append(tmp)
         return _ObjectWriter(pool_id, object_id, path, tmp, key, schema, self.row_group_rows)
 
+    def shown(self, writer: _ObjectWriter) -> str:
+        """The file an error line names for an object being written: its final path on a
+        local lake (not the staging name), else the local temporary file."""
+        return (self._local and self.storage.local_path(writer.path)) or writer.tmp
+
     def close(self, writer: _ObjectWriter) -> DataObject:
         """Finish an object and publish it; its metadata."""
-        obj = writer.close()
-        sketch, type_text = writer.sketch.finish()
-        self.finish()  # at most one upload in flight: bounded temp space
-        path = sketch_path(writer.pool_id, writer.object_id)
-        self.uploaded.append(path)
-        self.storage.put(path, sketch.to_bytes(type_text))
-        if self._local:
-            assert isinstance(self.storage, ObStorage)
-            self.storage.move_file(writer.path, writer.tmp)
-            self.uploaded.append(writer.path)
-        else:
-            self._inflight = self._pool.submit(self._upload, writer.path, writer.tmp)
+        try:
+            obj = writer.close()
+            sketch, type_text = writer.sketch.finish()
+            self.finish()  # at most one upload in flight: bounded temp space
+            path = sketch_path(writer.pool_id, writer.object_id)
+            self.uploaded.append(path)
+            self.storage.put(path, sketch.to_bytes(type_text))
+            if self._local:
+                self.storage.move_file(writer.path, writer.tmp)
+                self.uploaded.append(writer.path)
+            else:
+                self._inflight = self._pool.submit(self._upload, writer.path, writer.tmp)
+        except (LimnoError, OSError) as e:
+            if self.storage.exists(expired_path(writer.pool_id, writer.object_id)):
+                raise ConflictError(
+                    f"object {writer.object_id} was removed by vacuum while it was being"
+                    " written (the write's lease had died: a process stalled for longer than"
+                    " the lease TTL?); nothing was committed"
+                ) from e
+            raise
         return obj
 
     def _upload(self, path: str, tmp: str) -> None:
@@ -527,7 +543,8 @@ def sort_and_write(
             run_bytes += table.nbytes
             if run_bytes >= memory_limit:
                 if spill_root is None:
-                    spill_root = tempfile.mkdtemp(prefix="limno-sort-", dir=spill_dir)
+                    with os_errors("write", spill_dir or tempfile.gettempdir()):
+                        spill_root = tempfile.mkdtemp(prefix="limno-sort-", dir=spill_dir)
                 spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
                 run, run_bytes = [], 0
         if not spills:
@@ -624,9 +641,12 @@ class _Spill:
         self.batch_rows = batch_rows
 
     def read(self) -> Iterator[pa.Table]:
-        with pq.ParquetFile(self.path) as pf:
-            for batch in pf.iter_batches(batch_size=self.batch_rows):
-                yield pa.Table.from_batches([batch])
+        try:
+            with os_errors("read", self.path), pq.ParquetFile(self.path) as pf:
+                for batch in pf.iter_batches(batch_size=self.batch_rows):
+                    yield pa.Table.from_batches([batch])
+        except (pa.ArrowException, OSError) as e:  # our own file, written moments ago
+            raise StorageError(f"cannot read {self.path}: {decode_reason(e)}") from e
 
 
 def _spill(table: pa.Table, root: str, n: int, memory_limit: int) -> _Spill:
@@ -638,5 +658,6 @@ def _spill(table: pa.Table, root: str, n: int, memory_limit: int) -> _Spill:
     row_bytes = max(1, table.nbytes // max(table.num_rows, 1))
     rows = max(16, min(65536, memory_limit // 64 // row_bytes))
     path = os.path.join(root, f"run-{n:06d}.parquet")
-    pq.write_table(table, path, row_group_size=rows, compression="lz4")
+    with os_errors("write", path):
+        pq.write_table(table, path, row_group_size=rows, compression="lz4")
     return _Spill(path, rows)

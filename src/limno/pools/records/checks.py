@@ -5,13 +5,21 @@
 - every snapshot's ranges are present, hash to their ids and are sorted;
 - each commit's snapshot equals its first parent's with its actions applied
   (so snapshots are consistent with the commit chain);
-- every object a snapshot references exists with its recorded size, and its rows
-  are sorted by the pool key, within the recorded min/max key, with the recorded
-  row and keyless counts.
+- every object a snapshot references exists with its recorded size and a readable
+  Parquet footer with the recorded row count. An object may be missing only if
+  vacuum removed it on purpose (a tombstone says so) *and* no branch head or tag
+  holds it *and* it is outside the retention window (the pool's, or all history
+  when no retention window ever trimmed it);
+- with ``deep``, every object is read whole with its page checksums verified, and
+  its rows are sorted by the pool key, within the recorded min/max key, with the
+  recorded row and keyless counts.
+
+Each fault says what to do about it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +32,7 @@ from limno.pools.records._io import open_parquet
 from limno.pools.records.objects import DataObject, data_path
 from limno.pools.records.partitions import is_partition_key
 from limno.pools.registry import PoolConfig
-from limno.pools.vacuum import expired_path
+from limno.pools.vacuum import expired_path, retained_keys
 
 if TYPE_CHECKING:
     from limno.lake import Lake
@@ -32,7 +40,14 @@ if TYPE_CHECKING:
 __all__ = ["check_object", "verify_pool"]
 
 
-def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
+#: what to do about a missing or damaged data object
+RESTORE = (
+    "restore the file from a backup; else drop the object from the refs that hold it"
+    " (limno delete -p POOL@BRANCH ID) and load its data again"
+)
+
+
+def verify_pool(lake: Lake, config: PoolConfig, deep: bool = False) -> Iterator[Fault]:
     pool = lake.pool(config.id)
     v = pool.versioned
     where = f"{config.id}/branches"
@@ -56,6 +71,7 @@ def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
             yield from check_partitions(pool, cid, label)
     checked_objects: set[str] = set()
     verified_ranges: set[RangeRef] = set()
+    needed = _needed_keys(pool, list(heads.values()))
     while todo:
         cid = todo.pop()
         if cid in seen:
@@ -99,7 +115,9 @@ def verify_pool(lake: Lake, config: PoolConfig) -> Iterator[Fault]:
             if oid in checked_objects or is_partition_key(oid):
                 continue
             checked_objects.add(oid)
-            yield from check_object(lake, pool.id, DataObject.from_json(value), pool)
+            yield from check_object(
+                lake, pool.id, DataObject.from_json(value), pool, deep, needed=oid in needed
+            )
 
 
 def check_partitions(pool: Any, commit_id: str, label: str) -> Iterator[Fault]:
@@ -138,41 +156,103 @@ def check_partitions(pool: Any, commit_id: str, label: str) -> Iterator[Fault]:
             yield Fault(where, f"object {o.id} is referenced by no leaf partition")
 
 
-def check_object(lake: Lake, pool_id: str, obj: DataObject, pool: Any) -> Iterator[Fault]:
-    """Check one data object against its recorded metadata."""
+def _needed_keys(pool: Any, heads: list[str]) -> set[str]:
+    """Keys whose objects must exist: held by a head or tag, or inside the retention
+    window (all reachable history unless a retention window ever trimmed it)."""
+    import datetime as dt
+
+    v = pool.versioned
+    keys: set[str] = set()
+    for cid in heads:
+        if v.commits.exists(cid):
+            with contextlib.suppress(LimnoError):
+                keys |= v.snapshot_keys(cid)
+    retention = pool.retention()
+    if retention is not None or not v.gc.state().trimmed:
+        with contextlib.suppress(LimnoError):
+            keys |= retained_keys(v, retention, dt.datetime.now(dt.UTC))
+    return keys
+
+
+def check_object(
+    lake: Lake,
+    pool_id: str,
+    obj: DataObject,
+    pool: Any,
+    deep: bool = True,
+    needed: bool = True,
+) -> Iterator[Fault]:
+    """Check one data object against its recorded metadata (its rows too when ``deep``).
+
+    A missing object is a fault when it is ``needed`` (held by a head, a tag or a
+    retained commit), or when no tombstone says vacuum removed it.
+    """
     path = data_path(pool_id, obj.id)
     try:
         info = lake.storage.head(path)
     except NotFoundError:
-        if not lake.storage.exists(expired_path(pool_id, obj.id)):
-            yield Fault(path, "referenced data object is missing")
+        if needed:
+            why = "a branch, tag or retained commit holds it"
+            yield Fault(path, f"referenced data object is missing ({why})", RESTORE)
+        elif not lake.storage.exists(expired_path(pool_id, obj.id)):
+            why = "no tombstone says vacuum removed it"
+            yield Fault(path, f"referenced data object is missing ({why})", RESTORE)
         return
     if info.size != obj.size:
-        yield Fault(path, f"size {info.size} differs from the recorded {obj.size}")
+        yield Fault(path, f"size {info.size} differs from the recorded {obj.size}", RESTORE)
+        return
+    if not deep:
+        try:
+            rows = open_parquet(lake.storage, path).metadata.num_rows
+        except (LimnoError, pa.ArrowException, OSError) as e:
+            reason = (
+                e.reason if isinstance(e, CorruptError) and e.reason else str(e).splitlines()[0]
+            )
+            yield Fault(path, f"unreadable Parquet footer ({reason})", RESTORE)
+            return
+        if rows != obj.rows:
+            yield Fault(path, f"{rows} rows, recorded {obj.rows}", RESTORE)
         return
     try:
-        table = open_parquet(lake.storage, path).read()
+        table = _read_verified(lake, path)
     except (LimnoError, pa.ArrowException, OSError) as e:
-        yield Fault(path, f"unreadable Parquet ({str(e).splitlines()[0]})")
+        reason = e.reason if isinstance(e, CorruptError) and e.reason else str(e).splitlines()[0]
+        yield Fault(path, f"unreadable Parquet ({reason})", RESTORE)
         return
     if table.num_rows != obj.rows:
-        yield Fault(path, f"{table.num_rows} rows, recorded {obj.rows}")
+        yield Fault(path, f"{table.num_rows} rows, recorded {obj.rows}", RESTORE)
     key = pool.key
     keys = key.key_table(table)
     keyed = key.keyed_mask(table)
     n_keyed = int(pa.compute.sum(keyed).as_py() or 0)
     if table.num_rows - n_keyed != obj.keyless:
-        yield Fault(path, f"{table.num_rows - n_keyed} keyless rows, recorded {obj.keyless}")
+        yield Fault(
+            path, f"{table.num_rows - n_keyed} keyless rows, recorded {obj.keyless}", RESTORE
+        )
     # the sort is stable, so rows are in key order exactly when it leaves them in
     # place (comparing key values would fail on NaN, which equals nothing)
     order = key.sort_indices(table)
     if not order.equals(pa.array(range(table.num_rows), order.type)):
-        yield Fault(path, "rows are not sorted by the pool key")
+        yield Fault(path, "rows are not sorted by the pool key", RESTORE)
         return
     if n_keyed:
         first = key.row_key(keys, 0)
         last = key.row_key(keys, n_keyed - 1)
         if first is None or key.sort_key(first) != key.sort_key(obj.min_key):
-            yield Fault(path, f"first key {first!r} differs from the recorded min {obj.min_key!r}")
+            yield Fault(
+                path, f"first key {first!r} differs from the recorded min {obj.min_key!r}", RESTORE
+            )
         if last is None or key.sort_key(last) != key.sort_key(obj.max_key):
-            yield Fault(path, f"last key {last!r} differs from the recorded max {obj.max_key!r}")
+            yield Fault(
+                path, f"last key {last!r} differs from the recorded max {obj.max_key!r}", RESTORE
+            )
+
+
+def _read_verified(lake: Lake, path: str) -> pa.Table:
+    """An object's rows, its pages' checksums verified where the writer stored them."""
+    import pyarrow.parquet as pq
+
+    local = lake.storage.local_path(path)
+    source: Any = local if local is not None else pa.BufferReader(lake.storage.get(path))
+    with pq.ParquetFile(source, page_checksum_verification=True) as f:
+        return f.read()

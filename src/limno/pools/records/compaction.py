@@ -222,65 +222,69 @@ def run_jobs(
     ``runner`` does the merging (here, or as Spark tasks); everything else — which
     rows each job reads, the outputs' metadata, the commit — happens here.
     """
-    head = pool.versioned.head(branch)
-    real, tree = pool.snapshot(head)
-    by_id = {o.id: o for o in real}
-    groups: list[list[DataObject]] = []
-    for job in jobs:
-        missing = [i for i in job.inputs if i not in by_id]
-        if missing:
-            raise InvalidInputError(f"no such object on {pool.name}@{branch}: {', '.join(missing)}")
-        leaf = tree.get(job.partition)
-        inputs = sorted((by_id[i] for i in job.inputs), key=order_key)
-        groups.append(
-            [
-                dataclasses.replace(o, clip=(leaf.lo, leaf.hi))
-                for o in inputs
-                if tree.overlaps(leaf, o)
-            ]
-        )
-    started = time.monotonic()
-    merged = runner(pool, groups)
-    seconds = (time.monotonic() - started) / max(1, len(jobs))
-    actions: list[Action] = []
-    results: list[JobResult] = []
-    refs_left: dict[str, list[str]] = {o.id: [p.id for p in tree.leaves_of(o)] for o in real}
-    touched: dict[str, DataObject] = {}
-    for job, outputs in zip(jobs, merged, strict=True):
-        inputs = [by_id[i] for i in job.inputs]
-        rows_in = sum(int(o.extra.get("rows_in", 0)) for o in outputs)
-        newest = max(order_key(o) for o in inputs)
-        done = []
-        for out in outputs:
-            extra = {k: v for k, v in out.extra.items() if k != "rows_in"}
-            extra["order"] = list(newest)
-            out = dataclasses.replace(
-                out, partitions=(job.partition,), extra=extra, replaces=lineage(inputs)
+    with pool.versioned.writing("compact") as since:
+        head = pool.versioned.head(branch)
+        real, tree = pool.snapshot(head)
+        by_id = {o.id: o for o in real}
+        groups: list[list[DataObject]] = []
+        for job in jobs:
+            missing = [i for i in job.inputs if i not in by_id]
+            if missing:
+                raise InvalidInputError(
+                    f"no such object on {pool.name}@{branch}: {', '.join(missing)}"
+                )
+            leaf = tree.get(job.partition)
+            inputs = sorted((by_id[i] for i in job.inputs), key=order_key)
+            groups.append(
+                [
+                    dataclasses.replace(o, clip=(leaf.lo, leaf.hi))
+                    for o in inputs
+                    if tree.overlaps(leaf, o)
+                ]
             )
-            actions.append(Action("add", out.id, out.to_json()))
-            done.append(out)
-        for o in inputs:
-            refs_left[o.id] = [r for r in refs_left[o.id] if r != job.partition]
-            touched[o.id] = o
-        rows_out = sum(o.rows for o in done)
-        results.append(JobResult(job, rows_in, rows_out, tuple(o.id for o in done), seconds))
-    for oid, obj in touched.items():
-        actions[:0] = retarget(obj, refs_left[oid])
-    commit = pool.versioned.commit(
-        branch,
-        actions,
-        message=message or f"compact {sum(len(j.inputs) for j in jobs)} object(s)",
-        author=author,
-        meta={
-            "compaction": {
-                "jobs": [r.job.to_json() for r in results],
-                "rows_in": sum(r.rows_in for r in results),
-                "rows_out": sum(r.rows_out for r in results),
-            }
-        },
-        expected_head=head,
-    )
-    return commit, results
+        started = time.monotonic()
+        merged = runner(pool, groups)
+        seconds = (time.monotonic() - started) / max(1, len(jobs))
+        actions: list[Action] = []
+        results: list[JobResult] = []
+        refs_left: dict[str, list[str]] = {o.id: [p.id for p in tree.leaves_of(o)] for o in real}
+        touched: dict[str, DataObject] = {}
+        for job, outputs in zip(jobs, merged, strict=True):
+            inputs = [by_id[i] for i in job.inputs]
+            rows_in = sum(int(o.extra.get("rows_in", 0)) for o in outputs)
+            newest = max(order_key(o) for o in inputs)
+            done = []
+            for out in outputs:
+                extra = {k: v for k, v in out.extra.items() if k != "rows_in"}
+                extra["order"] = list(newest)
+                out = dataclasses.replace(
+                    out, partitions=(job.partition,), extra=extra, replaces=lineage(inputs)
+                )
+                actions.append(Action("add", out.id, out.to_json()))
+                done.append(out)
+            for o in inputs:
+                refs_left[o.id] = [r for r in refs_left[o.id] if r != job.partition]
+                touched[o.id] = o
+            rows_out = sum(o.rows for o in done)
+            results.append(JobResult(job, rows_in, rows_out, tuple(o.id for o in done), seconds))
+        for oid, obj in touched.items():
+            actions[:0] = retarget(obj, refs_left[oid])
+        commit = pool.versioned.commit(
+            branch,
+            actions,
+            message=message or f"compact {sum(len(j.inputs) for j in jobs)} object(s)",
+            author=author,
+            meta={
+                "compaction": {
+                    "jobs": [r.job.to_json() for r in results],
+                    "rows_in": sum(r.rows_in for r in results),
+                    "rows_out": sum(r.rows_out for r in results),
+                }
+            },
+            expected_head=head,
+            since=since,
+        )
+        return commit, results
 
 
 def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataObject]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from limno.errors import CorruptError, LimnoError
 from limno.pools.records.keys import PoolKey, SortKey, decode_key, encode_key
 
 __all__ = ["DataObject", "data_path", "lineage", "schema_from_b64", "schema_to_b64"]
@@ -65,7 +66,10 @@ class DataObject:
 
     @property
     def schema(self) -> pa.Schema:
-        return schema_from_b64(self.schema_b64)
+        try:
+            return schema_from_b64(self.schema_b64)
+        except (ValueError, pa.ArrowException) as e:  # binascii.Error is a ValueError
+            raise CorruptError(f"data object {self.id}: unreadable schema ({e})") from e
 
     def overlaps(
         self,
@@ -127,21 +131,50 @@ class DataObject:
         return out
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> DataObject:
-        return cls(
-            id=d["id"],
-            rows=int(d["rows"]),
-            size=int(d["size"]),
-            min_key=decode_key(d.get("min_key")),
-            max_key=decode_key(d.get("max_key")),
-            keyless=int(d.get("keyless", 0)),
-            schema_b64=d.get("schema", ""),
-            key_types=tuple(d.get("key_types", ())),
-            created=d.get("created", ""),
-            extra=dict(d.get("extra", {})),
-            replaces=tuple(d.get("replaces", ())),
-            partitions=tuple(d.get("partitions", ())),
-        )
+    def from_json(cls, d: Mapping[str, Any], path: str = "") -> DataObject:
+        """Decode an entry written by :meth:`to_json`; CorruptError naming ``path`` (where
+        the entry is stored, else the object id) when it is not one."""
+        try:
+            return cls(
+                id=_typed(d["id"], str),
+                rows=_typed(d["rows"], int),
+                size=_typed(d["size"], int),
+                min_key=_key(d.get("min_key")),
+                max_key=_key(d.get("max_key")),
+                keyless=_typed(d.get("keyless", 0), int),
+                schema_b64=_typed(d.get("schema", ""), str),
+                key_types=_texts(d.get("key_types", ())),
+                created=_typed(d.get("created", ""), str),
+                extra=dict(_typed(d.get("extra", {}), Mapping)),
+                replaces=_texts(d.get("replaces", ())),
+                partitions=_texts(d.get("partitions", ())),
+            )
+        except (LookupError, TypeError, ValueError, ArithmeticError, LimnoError) as e:
+            oid = d.get("id") if isinstance(d, Mapping) else None
+            where = path or f"data object {oid!r:.40}"
+            raise CorruptError(f"{where}: unreadable data object entry ({e!s:.200})") from e
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"expected {kind.__name__}, found {value!r:.40}")
+    return value
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"expected a list of text, found {value!r:.40}")
+    return tuple(value)
+
+
+def _key(value: Any) -> tuple[Any, ...] | None:
+    """A stored min or max key: None, or a list of encoded values (keys.encode_value)."""
+    scalars = str | int | float | dict | None  # a dict: a value of another type, encoded
+    if value is not None and (
+        not isinstance(value, list | tuple) or not all(isinstance(v, scalars) for v in value)
+    ):
+        raise TypeError(f"expected a key, found {value!r:.40}")
+    return decode_key(value)
 
 
 def lineage(rewritten: Sequence[DataObject]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
@@ -275,21 +275,45 @@ class RecordPool(Branching):
             )
 
     # -- writing -------------------------------------------------------------------
-    def _batches(self, sources: Iterable[Source], fmt: str | None) -> Iterator[pa.RecordBatch]:
+    def _batches(
+        self,
+        sources: Iterable[Source],
+        fmt: str | None,
+        origins: dict[tuple[int, str], str] | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Every source's batches, checked. ``origins`` collects, per key field index and
+        key family, the first source that brought it (see :meth:`check_key_types`)."""
+        from limno.pools.records._input_checks import (
+            check_arrow,
+            check_schema,
+            without_empty_structs,
+        )
         from limno.pools.records._readers import read_records
+        from limno.pools.records.keys import key_family
 
         for src in sources:
-            if isinstance(src, pa.Table):
-                batches: Iterable[pa.RecordBatch] = src.to_batches()
-                name = "<table>"
-            elif isinstance(src, pa.RecordBatch):
-                batches, name = [src], "<batch>"
+            arrow = isinstance(src, pa.Table | pa.RecordBatch)
+            if isinstance(src, pa.Table | pa.RecordBatch):
+                name = "<table>" if isinstance(src, pa.Table) else "<batch>"
+                check_schema(name, src.schema)  # Arrow data may be anything: check first
+                batches: Iterable[pa.RecordBatch] = (
+                    src.to_batches() if isinstance(src, pa.Table) else [src]
+                )
             else:
                 batches, name = read_records(src, fmt), src
-            rows = 0
+            rows, seen = 0, None
             for batch in batches:
+                if arrow:
+                    check_arrow(name, batch, rows)
+                    batch = without_empty_structs(batch)
                 if self.schema is not None:
                     batch = self.schema.check(batch, name, rows)
+                if origins is not None and (seen is None or not batch.schema.equals(seen)):
+                    seen = batch.schema
+                    for i, typ in enumerate(_key_types(seen, self.key)):
+                        family = key_family(str(typ)) if typ is not None else None
+                        if family is not None:
+                            origins.setdefault((i, family), name)
                 rows += batch.num_rows
                 yield batch
             if rows == 0:
@@ -311,10 +335,11 @@ class RecordPool(Branching):
         from limno.pools.records import _writer
 
         current, tree = self.snapshot(branch)
+        origins: dict[tuple[int, str], str] = {}
         objs = _writer.sort_and_write(
             self.storage,
             self.id,
-            self._batches(sources, fmt),
+            self._batches(sources, fmt, origins),
             self.key,
             self.config.target_size,
             memory_limit=self.sort_memory,
@@ -324,30 +349,42 @@ class RecordPool(Branching):
             raise InvalidInputError("no records to load")
         if check_keys:
             try:
-                self.check_key_types(current, objs)
+                self.check_key_types(current, objs, origins)
             except InvalidInputError:
                 _writer.delete_objects(self.storage, self.id, objs)
                 raise
         return tree.referencing(objs)
 
-    def check_key_types(self, old: Sequence[DataObject], new: Sequence[DataObject]) -> None:
+    def check_key_types(
+        self,
+        old: Sequence[DataObject],
+        new: Sequence[DataObject],
+        origins: Mapping[tuple[int, str], str] | None = None,
+    ) -> None:
         """Refuse keys that cannot sort with the pool's: a key field's values must be of
-        one family (numbers, text, binary, dates and timestamps, ...) in every object."""
+        one family (numbers, text, binary, dates and timestamps, ...) in every object.
+
+        ``origins`` (from :meth:`_batches`) names the input that brought a key family
+        into ``new``; the error starts with it, so it says which input to fix."""
         from limno.pools.records.keys import key_family
 
+        origins = origins or {}
         for i, name in enumerate(self.key.names):
-            seen: dict[str, str] = {}
-            for o in [*old, *new]:
-                if i >= len(o.key_types):
-                    continue
-                family = key_family(o.key_types[i])
-                if family is not None:
-                    seen.setdefault(family, o.key_types[i])
+            seen: dict[str, tuple[str, str | None]] = {}  # family -> (type, input or None)
+            for loaded, objs in ((False, old), (True, new)):
+                for o in objs:
+                    if i >= len(o.key_types):
+                        continue
+                    family = key_family(o.key_types[i])
+                    if family is not None:
+                        source = origins.get((i, family), "") if loaded else None
+                        seen.setdefault(family, (o.key_types[i], source))
             if len(seen) > 1:
-                (a, ta), (b, tb) = list(seen.items())[:2]
+                (a, (ta, sa)), (b, (tb, sb)) = list(seen.items())[:2]
+                where = "the pool's objects" if sa is None else sa or "this load"
                 raise InvalidInputError(
-                    f"key field {name!r} is {tb} in this load but {ta} in the pool's objects:"
-                    f" {b} and {a} keys have no common order"
+                    f"{sb + ': ' if sb else ''}key field {name!r} is {tb} in this load but"
+                    f" {ta} in {where}: {b} and {a} keys have no common order"
                 )
 
     def load(
@@ -361,24 +398,46 @@ class RecordPool(Branching):
     ) -> Commit:
         """Write and commit in one step: one commit per call."""
         self.versioned.head(branch)
-        objs = self.write(sources, fmt, branch)
-        rows = sum(o.rows for o in objs)
-        return self.versioned.commit(
-            branch,
-            [Action("add", o.id, o.to_json()) for o in objs],
-            message=message or f"load {rows} record(s)",
-            author=author,
-            meta=meta,
-        )
+        with self.versioned.writing("load") as since:
+            objs = self.write(sources, fmt, branch)
+            rows = sum(o.rows for o in objs)
+            return self.versioned.commit(
+                branch,
+                [Action("add", o.id, o.to_json()) for o in objs],
+                message=message or f"load {rows} record(s)",
+                author=author,
+                meta=meta,
+                since=since,
+                validate=self.keys_fit(objs),
+            )
+
+    def keys_fit(self, objs: Sequence[DataObject]) -> Callable[[Commit], None]:
+        """A commit check: ``objs``' key types still sort with those of the snapshot the
+        commit lands on (a concurrent first load may have brought another type)."""
+        checked: set[str] = set()
+
+        def check(parent: Commit) -> None:
+            if parent.snapshot in checked:
+                return
+            current = [
+                DataObject.from_json(v)
+                for k, v in self.versioned.snapshots.entries(parent.snapshot)
+                if not is_partition_key(k)
+            ]
+            self.check_key_types(current, objs)
+            checked.add(parent.snapshot)
+
+        return check
 
     def add(
         self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
         self.versioned.head(branch)
-        objs = self.write(sources, fmt, branch)
-        for o in objs:
-            self.versioned.stage(branch, o.id, o.to_json())
+        with self.versioned.writing("add") as since:
+            objs = self.write(sources, fmt, branch)
+            for o in objs:
+                self.versioned.stage(branch, o.id, o.to_json(), since)
         return objs
 
     def staged(self, branch: str = "main") -> list[DataObject]:
@@ -400,8 +459,15 @@ class RecordPool(Branching):
         meta: Mapping[str, Any] | None = None,
     ) -> Commit:
         """Commit staged objects (all, or ``ids``) in one commit."""
+        staged = self.versioned.staged(branch)
+        objs = [DataObject.from_json(v) for k, v in staged.items() if not ids or k in ids]
         return self.versioned.commit_staged(
-            branch, ids, message=message or "commit staged objects", author=author, meta=meta
+            branch,
+            ids,
+            message=message or "commit staged objects",
+            author=author,
+            meta=meta,
+            validate=self.keys_fit(objs),
         )
 
     def delete_objects(
@@ -426,44 +492,48 @@ class RecordPool(Branching):
         from limno.pools.records import _writer
         from limno.pools.records.compaction import order_key
 
-        head = self.versioned.head(branch)
-        actions: list[Action] = []
-        deleted = 0
-        pieces: dict[str, list[DataObject]] = {}
-        for piece in self.objects(head):
-            pieces.setdefault(piece.id, []).append(piece)
-        snapshot, tree = self.snapshot(head)
-        stored = {o.id: o for o in snapshot}
-        for oid, parts in pieces.items():
-            obj = stored[oid]
-            kept, matched = filter_rows(_concat([self.read_object(p) for p in parts]), predicate)
-            if not matched:
-                continue
-            deleted += matched
-            actions.append(Action("delete", obj.id, obj.to_json()))
-            if kept.num_rows:
-                written = _writer.write_sorted(
-                    self.storage,
-                    self.id,
-                    [kept],
-                    self.key,
-                    self.config.target_size,
-                    bounds=tree.lower_bounds(),
+        with self.versioned.writing("delete") as since:
+            head = self.versioned.head(branch)
+            actions: list[Action] = []
+            deleted = 0
+            pieces: dict[str, list[DataObject]] = {}
+            for piece in self.objects(head):
+                pieces.setdefault(piece.id, []).append(piece)
+            snapshot, tree = self.snapshot(head)
+            stored = {o.id: o for o in snapshot}
+            for oid, parts in pieces.items():
+                obj = stored[oid]
+                kept, matched = filter_rows(
+                    _concat([self.read_object(p) for p in parts]), predicate
                 )
-                for new in tree.referencing(written):
-                    extra = {**dict(new.extra), "order": list(order_key(obj))}
-                    new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
-                    actions.append(Action("add", new.id, new.to_json()))
-        if not deleted:
-            raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")
-        return self.versioned.commit(
-            branch,
-            actions,
-            message=message or f"delete {deleted} row(s) where {predicate}",
-            author=author,
-            meta={"deleted_rows": deleted},
-            expected_head=head,
-        )
+                if not matched:
+                    continue
+                deleted += matched
+                actions.append(Action("delete", obj.id, obj.to_json()))
+                if kept.num_rows:
+                    written = _writer.write_sorted(
+                        self.storage,
+                        self.id,
+                        [kept],
+                        self.key,
+                        self.config.target_size,
+                        bounds=tree.lower_bounds(),
+                    )
+                    for new in tree.referencing(written):
+                        extra = {**dict(new.extra), "order": list(order_key(obj))}
+                        new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
+                        actions.append(Action("add", new.id, new.to_json()))
+            if not deleted:
+                raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")
+            return self.versioned.commit(
+                branch,
+                actions,
+                message=message or f"delete {deleted} row(s) where {predicate}",
+                author=author,
+                meta={"deleted_rows": deleted},
+                expected_head=head,
+                since=since,
+            )
 
     def revert(
         self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
@@ -481,6 +551,7 @@ class RecordPool(Branching):
             message=message or f"revert {target.id}",
             author=author,
             meta={"reverts": target.id},
+            since=None,  # it adds objects back from history: check that they still exist
         )
 
     # -- maintenance (compaction.py, splitting.py) -------------------------------------
@@ -549,12 +620,32 @@ class RecordPool(Branching):
         configured retention; without any, all history stays readable.
         """
         grace = DEFAULT_GRACE if grace is None else grace
-        if retention is None and self.config.settings.get("retention"):
-            retention = {
-                glob: dt.timedelta(seconds=float(secs))
-                for glob, secs in self.config.settings["retention"].items()
-            }
+        if retention is None:
+            retention = self.retention()
         return vacuum(self.versioned, f"{self.id}/data", grace, dry_run, retention)
+
+    def retention(self) -> dict[str, dt.timedelta] | None:
+        """The pool's configured retention windows by branch glob (None: keep all)."""
+        rules = self.config.settings.get("retention")
+        if not rules:
+            return None
+        return {glob: dt.timedelta(seconds=float(secs)) for glob, secs in rules.items()}
+
+
+def _key_types(schema: pa.Schema, key: PoolKey) -> list[pa.DataType | None]:
+    """The type of each key field in ``schema`` (None where it lacks the field)."""
+    out: list[pa.DataType | None] = []
+    for field in key.fields:
+        typ: pa.DataType | None = None
+        if schema.get_field_index(field.path[0]) >= 0:
+            typ = schema.field(field.path[0]).type
+            for part in field.path[1:]:
+                inner = typ.get_field_index(part) if pa.types.is_struct(typ) else -1
+                typ = typ.field(inner).type if inner >= 0 else None
+                if typ is None:
+                    break
+        out.append(typ)
+    return out
 
 
 def _nested_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:

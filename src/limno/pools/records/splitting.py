@@ -33,7 +33,7 @@ _sketches = _LRU(4096)
 
 
 def sketch_of(pool: RecordPool, obj: DataObject) -> KeySketch | None:
-    cache_key = f"{pool.id}/{obj.id}"
+    cache_key = f"{pool.storage.uri}/{pool.id}/{obj.id}"
     cached = _sketches.get(cache_key)
     if cached is None:
         cached = read_sketch(pool.storage, pool.id, obj.id) or False
@@ -139,6 +139,7 @@ def split_leaf(pool: RecordPool, branch: str, leaf_id: str, value: Any = None) -
 
     Conditional: if the leaf was split or changed meanwhile the commit conflicts.
     """
+    since = pool.versioned.gc.ticket()
     head = pool.versioned.head(branch)
     objects, tree = pool.snapshot(head)
     leaf = tree.get(leaf_id)
@@ -153,4 +154,5 @@ def split_leaf(pool: RecordPool, branch: str, leaf_id: str, value: Any = None) -
         message=f"split partition {leaf_id} at {value!r}",
         meta={"split": {"partition": leaf_id, "at": repr(value), "children": [left.id, right.id]}},
         expected_head=head,
+        since=since,
     )
