@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from limno.core.commits import Action, Commit
+from limno.core.commits import Commit
 from limno.errors import InvalidInputError
 from limno.pools.records._writer import delete_objects
 from limno.pools.records.objects import DataObject
@@ -525,16 +525,7 @@ def commit_objects(
     except InvalidInputError:
         delete_objects(pool.storage, pool.id, objs)
         raise
-    rows = sum(o.rows for o in objs)
-    return pool.versioned.commit(
-        branch,
-        [Action("add", o.id, o.to_json()) for o in objs],
-        message=message or f"load {rows} record(s)",
-        author=author,
-        meta=meta,
-        since=since,
-        validate=pool.keys_fit(objs),
-    )
+    return pool.commit_objects(objs, branch, message, author, meta, since)
 
 
 # -- compaction as Spark tasks -----------------------------------------------------------

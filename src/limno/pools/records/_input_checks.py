@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from limno.errors import InvalidInputError
+from limno.pools.records._schema import is_listish
 
 __all__ = [
     "MAX_NESTING",
@@ -129,7 +130,7 @@ def _inside(t: pa.DataType) -> tuple[int, list[pa.Field]]:
         return 1, [t.field(i) for i in range(t.num_fields)]
     if pt.is_map(t):
         return 2, [t.key_field, t.item_field]
-    if _is_list(t):
+    if is_listish(t):
         return 1, [t.value_field]
     if pt.is_dictionary(t) or pt.is_run_end_encoded(t):
         return 0, [pa.field("values", t.value_type)]
@@ -194,18 +195,8 @@ def _parts(arr: pa.Array) -> Iterator[pa.Array]:
         first, last = (arr.offsets[0].as_py(), arr.offsets[-1].as_py()) if len(arr) else (0, 0)
         yield from _parts(arr.keys.slice(first, last - first))
         yield from _parts(arr.items.slice(first, last - first))
-    elif _is_list(t):
+    elif is_listish(t):
         yield from _parts(arr.flatten())
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return bool(
-        pt.is_list(t)
-        or pt.is_large_list(t)
-        or pt.is_fixed_size_list(t)
-        or pt.is_list_view(t)
-        or pt.is_large_list_view(t)
-    )
 
 
 def _validate_values(arr: pa.Array) -> None:
@@ -213,7 +204,7 @@ def _validate_values(arr: pa.Array) -> None:
     their precision, dictionary indices...): each container is checked for its own
     structure and each leaf in full, so no child is validated twice."""
     for part in _parts(arr):
-        nested = pt.is_struct(part.type) or pt.is_map(part.type) or _is_list(part.type)
+        nested = pt.is_struct(part.type) or pt.is_map(part.type) or is_listish(part.type)
         part.validate(full=not nested)
 
 
@@ -301,7 +292,7 @@ def has_empty_struct(t: pa.DataType) -> bool:
     """Whether ``t`` is, or holds, a struct without fields (Parquet cannot store one)."""
     if pa.types.is_struct(t):
         return t.num_fields == 0 or any(has_empty_struct(f.type) for f in t)
-    if _is_list(t):
+    if is_listish(t):
         return has_empty_struct(t.value_type)
     if pa.types.is_map(t):
         return has_empty_struct(t.key_type) or has_empty_struct(t.item_type)

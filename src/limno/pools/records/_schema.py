@@ -80,7 +80,17 @@ import pyarrow.types as pt
 
 from limno.errors import InvalidInputError
 
-__all__ = ["coerce", "conform", "from_avro", "infer_type", "json_text", "text_of", "unify", "widen"]
+__all__ = [
+    "coerce",
+    "conform",
+    "from_avro",
+    "infer_type",
+    "is_listish",
+    "json_text",
+    "text_of",
+    "unify",
+    "widen",
+]
 
 _INT64_DIGITS = 19  # any int64 (and any smaller integer, or bool) fits decimal(19, 0)
 _DEC128_MAX, _DEC256_MAX = 38, 76
@@ -105,7 +115,7 @@ def _is_large(t: pa.DataType) -> bool:
     return bool(pt.is_large_string(t) or pt.is_large_binary(t))
 
 
-def _is_listish(t: pa.DataType) -> bool:
+def is_listish(t: pa.DataType) -> bool:
     return bool(
         pt.is_list(t)
         or pt.is_large_list(t)
@@ -120,7 +130,7 @@ def _is_intlike(t: pa.DataType) -> bool:
 
 
 def _is_nested(t: pa.DataType) -> bool:
-    return bool(pt.is_struct(t) or _is_listish(t) or pt.is_map(t) or pt.is_union(t))
+    return bool(pt.is_struct(t) or is_listish(t) or pt.is_map(t) or pt.is_union(t))
 
 
 # -- widen ---------------------------------------------------------------------------
@@ -161,7 +171,7 @@ def _widen_same_kind(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
         return temporal
     if pt.is_struct(a) and pt.is_struct(b):
         return _widen_struct(a, b)
-    if _is_listish(a) and _is_listish(b):
+    if is_listish(a) and is_listish(b):
         item = pa.field(a.value_field.name, widen(a.value_type, b.value_type))
         large = pt.is_large_list(a) or pt.is_large_list(b)
         large = large or pt.is_large_list_view(a) or pt.is_large_list_view(b)
@@ -245,7 +255,7 @@ def relaxed(t: pa.DataType) -> pa.DataType:
     if pt.is_map(t):
         item = t.item_field
         return pa.map_(t.key_field, pa.field(item.name, relaxed(item.type), True, item.metadata))
-    if _is_listish(t):
+    if is_listish(t):
         vf = t.value_field
         item = pa.field(vf.name, relaxed(vf.type), True, vf.metadata)
         if pt.is_fixed_size_list(t):
@@ -332,7 +342,7 @@ def _cast(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
             return pc.cast(arr if _is_text(src) else _to_text(arr, pa.large_string()), dst)
         if pt.is_struct(dst) and pt.is_struct(src):
             return _cast_struct(arr, dst, path)
-        if _is_listish(dst) and _is_listish(src) and not pt.is_fixed_size_list(dst):
+        if is_listish(dst) and is_listish(src) and not pt.is_fixed_size_list(dst):
             return _cast_list(arr, dst, path)
         if pt.is_map(dst) and pt.is_map(src):
             keys = _cast(arr.keys, dst.key_type, path + ".key")

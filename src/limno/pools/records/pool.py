@@ -400,16 +400,30 @@ class RecordPool(Branching):
         self.versioned.head(branch)
         with self.versioned.writing("load") as since:
             objs = self.write(sources, fmt, branch)
-            rows = sum(o.rows for o in objs)
-            return self.versioned.commit(
-                branch,
-                [Action("add", o.id, o.to_json()) for o in objs],
-                message=message or f"load {rows} record(s)",
-                author=author,
-                meta=meta,
-                since=since,
-                validate=self.keys_fit(objs),
-            )
+            return self.commit_objects(objs, branch, message, author, meta, since)
+
+    def commit_objects(
+        self,
+        objs: Sequence[DataObject],
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        since: int | None = None,
+    ) -> Commit:
+        """One commit adding objects already written; ``since`` is the gc ticket read
+        before they were written. Their key types are checked against the snapshot the
+        commit lands on (again on a rebase)."""
+        rows = sum(o.rows for o in objs)
+        return self.versioned.commit(
+            branch,
+            [Action("add", o.id, o.to_json()) for o in objs],
+            message=message or f"load {rows} record(s)",
+            author=author,
+            meta=meta,
+            since=since,
+            validate=self.keys_fit(objs),
+        )
 
     def keys_fit(self, objs: Sequence[DataObject]) -> Callable[[Commit], None]:
         """A commit check: ``objs``' key types still sort with those of the snapshot the
