@@ -20,10 +20,11 @@ test: setup lint ## set up, then run ruff, mypy and the whole test suite (what C
 fast: setup ## the test suite without slow, spark and kafka tests
 	$(BIN)/pytest -m "not slow and not spark and not kafka"
 
-lint: setup ## ruff and mypy
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+lint: setup ## ruff, mypy and the layer contract (import-linter: dependencies point down)
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: setup ## the benchmark suite, limno beside its peers (a few minutes; bench/results/)
 	$(BIN)/python -m bench

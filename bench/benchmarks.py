@@ -164,8 +164,8 @@ def read_setup(cfg: Config) -> ReadSetup:
     root = cfg.workdir / "reads"
     readers: dict[str, Any] = {}
 
+    from limno.data.objects import data_path
     from limno.lake import Lake
-    from limno.pools.records.objects import data_path
 
     pool = Lake.init(str(root / "limno")).create_pool("b", key="k")
     for piece in pieces:  # one load per object: 50 sorted, non-overlapping objects
@@ -298,8 +298,8 @@ def compaction(cfg: Config) -> list[Result]:
     Peers: DuckDB's sort of the same files into one file, pyarrow's read + sort +
     write, and delta-rs's ``optimize.z_order`` on one column (a sort) of the same rows.
     """
+    from limno.data.objects import data_path
     from limno.lake import Lake
-    from limno.pools.records.objects import data_path
 
     rows = cfg.rows(5_000_000, 50_000)
     pieces = parts(rows_table(rows), 10)  # shuffled keys: every piece spans the key space
@@ -372,8 +372,8 @@ def git_missing() -> str | None:
 def _fake_actions(first: int, count: int) -> list[Any]:
     """``count`` add actions of made-up objects (nothing written: metadata only)."""
     from limno.core.commits import Action
+    from limno.data.objects import DataObject, schema_to_b64
     from limno.ksuid import ksuid
-    from limno.pools.records.objects import DataObject, schema_to_b64
 
     schema = schema_to_b64(rows_table(1).schema)
     created = dt.datetime.now(dt.UTC).isoformat()

@@ -42,7 +42,7 @@ from typing import Any
 import boto3
 import pyarrow as pa
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.errors import LimnoError
 from limno.pools.records import splitting
 from limno.pools.records.partitions import is_partition_key

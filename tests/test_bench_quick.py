@@ -22,8 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from limno.pools.records import _sort, _writer
-from limno.pools.records.keys import PoolKey
+from limno.data import sort as _sort
+from limno.data import writer as _writer
+from limno.data.keys import PoolKey
 from limno.storage import open_storage
 from limno.storage._obstore import ObStorage
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from bounded import join_all
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.errors import InvalidInputError
 from limno.storage import open_storage
 from limno.storage._faults import FaultyStorage

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from faultsuite import FAULTS, SCENARIOS, Place, data_keys, referenced_keys, rows, walk
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.errors import StorageError
 from limno.storage import open_storage
 from limno.storage._faults import FaultyStorage, Rule

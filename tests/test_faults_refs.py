@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from faultsuite import FAULTS, SCENARIOS, Place, rows, walk
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.core.commits import Commit
 from limno.storage import open_storage
 from limno.storage._faults import FaultyStorage, Rule

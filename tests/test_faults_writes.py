@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from faultsuite import FAULTS, SCENARIOS, Place, rows, walk
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.errors import InvalidInputError
 from limno.storage import open_storage
 from limno.storage._faults import Crash, FaultyStorage, Rule

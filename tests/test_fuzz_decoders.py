@@ -26,11 +26,11 @@ from hypothesis import strategies as st
 
 from limno.core.commits import ACTION_OPS, Action, Commit, CommitStore
 from limno.core.committed import RangeRef, Snapshots
+from limno.data.objects import DataObject, schema_to_b64
 from limno.errors import CorruptError
 from limno.journal import JournalStore, Put
 from limno.journal._journal import Journal, decode_frame, encode_frame
 from limno.lake import LAKE_JSON, check_lake_json
-from limno.pools.records.objects import DataObject, schema_to_b64
 from limno.storage import Storage, open_storage
 
 SETTINGS = settings(

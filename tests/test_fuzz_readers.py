@@ -36,9 +36,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clirunner import run
+from limno.data.input_checks import check_schema
+from limno.data.readers import read_records
 from limno.errors import InvalidInputError
-from limno.pools.records._input_checks import check_schema
-from limno.pools.records._readers import read_records
 
 SETTINGS = settings(
     max_examples=75,

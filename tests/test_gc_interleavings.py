@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.errors import ConflictError
 from limno.pools.records.pool import RecordPool
 from limno.storage import open_storage

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from bounded import read_line, stop
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 
 LIMNO = shutil.which("limno", path=os.path.dirname(sys.executable)) or "limno"
 TIMEOUT = 120

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 from clirunner import Result, run
-from limno import ConflictError, Lake
+from limno import ConflictError
+from limno.api.local import LocalLake as Lake
 from limno.errors import HookVetoError
 from limno.pools.branching import TX_PREFIX
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from bounded import stop as stop_all
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 
 WORKER = textwrap.dedent(
     """

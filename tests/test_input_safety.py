@@ -28,10 +28,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clirunner import fail, ok
-from limno import Lake
+from limno.api.local import LocalLake as Lake
+from limno.data import readers as _readers
+from limno.data.input_checks import MAX_NESTING, check_json_nesting
 from limno.errors import InvalidInputError
-from limno.pools.records import _readers
-from limno.pools.records._input_checks import MAX_NESTING, check_json_nesting
 
 BAD = b"a\xff\xfeb"  # not UTF-8
 SETTINGS = settings(max_examples=60, deadline=None, print_blob=True)

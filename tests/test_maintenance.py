@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from bounded import read_line
 from clirunner import fail, ok
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.pools.records.splitting import leaf_rows
 
 ROWS = [f"row-{i:02d}" for i in range(100)]

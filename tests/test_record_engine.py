@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from limno.data import writer as _writer
+from limno.data.keys import PoolKey
+from limno.data.kway import concat_unified, merge_sorted, reverse_table
+from limno.data.objects import DataObject, data_path
+from limno.data.parquet import open_parquet
+from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError, StorageError
-from limno.pools.records import _writer
-from limno.pools.records._io import open_parquet
-from limno.pools.records._merge import concat_unified, merge_sorted, reverse_table
-from limno.pools.records._schema import conform, unify
-from limno.pools.records.keys import PoolKey
-from limno.pools.records.objects import DataObject, data_path
 from limno.storage import ObjectInfo, Storage, open_storage
 
 KEYS = ["a", "a:desc", "a,b:desc", "b:desc,a", "g.x,a", "b"]

@@ -55,8 +55,18 @@ def keys_of(r: Result, field: str = "ts") -> list[object]:
 def test_create_ls_rename_drop(lake: str) -> None:
     pid = ok("--lake", lake, "create", "logs", "-k", "tenant,ts:desc").text.strip()
     assert len(pid) == 27
-    rows = ok("--lake", lake, "ls").rows()
-    assert rows == [{"name": "logs", "id": pid, "key": "tenant,ts:desc", "kind": "records"}]
+    (row,) = ok("--lake", lake, "ls").rows()
+    assert row == {
+        "name": "logs",
+        "id": pid,
+        "key": "tenant,ts:desc",
+        "kind": "records",
+        "created": row["created"],
+    }
+    assert (
+        row["created"]
+        == ok("--lake", lake, "query", 'SELECT created FROM ":pools"').rows()[0]["created"]
+    )
     ok("--lake", lake, "rename", "logs", "events")
     assert ok("--lake", lake, "ls").rows()[0]["id"] == pid
     assert ok("--lake", lake, "ls").rows()[0]["name"] == "events"

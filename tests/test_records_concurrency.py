@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from bounded import read_line, stop, whole_lines
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 
 WRITER = textwrap.dedent(
     """

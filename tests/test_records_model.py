@@ -15,7 +15,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from limno import ConflictError, InvalidInputError, Lake
+from limno import ConflictError, InvalidInputError
+from limno.api.local import LocalLake as Lake
 
 # An object is its rows plus a serial number: a rewrite that happens to keep the same
 # rows as an earlier one is still a different object (a revert of the earlier

@@ -22,8 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from limno.errors import InvalidInputError
-from limno.pools.records._schema import (
+from limno.data.schema import (
     coerce,
     conform,
     from_avro,
@@ -33,6 +32,7 @@ from limno.pools.records._schema import (
     unify,
     widen,
 )
+from limno.errors import InvalidInputError
 
 UTC = dt.UTC
 

@@ -13,11 +13,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from clirunner import fail, ok
-from limno import Lake
+from limno.api.local import LocalLake as Lake
+from limno.data.objects import DataObject
 from limno.engines import spark as ls
 from limno.engines.local import query as local_query
 from limno.errors import InvalidInputError, NotFoundError
-from limno.pools.records.objects import DataObject
 from spark_support import module_session, rows
 
 pytestmark = pytest.mark.spark

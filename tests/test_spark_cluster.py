@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.engines import spark as ls
 from limno.engines.local import query as local_query
 from spark_support import Cluster, rows, start_session, stop_session
@@ -62,7 +62,7 @@ def test_bulk_import_compaction_and_query_on_a_cluster(
     # compaction: the merges run as tasks on the workers, one commit on the driver
     before = pool.scan()
     ids = [o.id for o in pool.snapshot()[0]]
-    compacted, _ = pool.compact(ids, engine="spark")
+    compacted, _ = pool.compact(ids, runner=ls.compaction_runner)
     assert compacted is not None and compacted.meta["compaction"]["rows_out"] == 6030
     assert len(pool.snapshot()[0]) < len(ids)
     assert pool.scan().equals(before)

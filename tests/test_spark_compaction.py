@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
+from limno.engines import spark as ls
 from spark_support import module_session
 
 pytestmark = pytest.mark.spark
@@ -31,7 +32,7 @@ def test_spark_compaction_matches_local(spark: Any, tmp_path: Any, iterators: li
     pool.branch("spark")
     ids = [o.id for o in pool.snapshot()[0]]
     local, local_jobs = pool.compact(ids, branch="main")
-    remote, remote_jobs = pool.compact(ids, branch="spark", engine="spark")
+    remote, remote_jobs = pool.compact(ids, branch="spark", runner=ls.compaction_runner)
     assert local is not None and remote is not None
     assert len(local_jobs) == len(remote_jobs) == 2  # one job per leaf partition
     assert pool.scan("spark").equals(pool.scan("main"))

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.engines import spark as ls
 from limno.engines.local import query as local_query
 from limno.pools.records.pool import RecordPool

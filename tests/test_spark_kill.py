@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -18,13 +18,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conftest import make_bucket
-from limno import Lake
+from limno.api.local import LocalLake as Lake
+from limno.data.objects import DataObject, data_path
+from limno.data.parquet import open_parquet
+from limno.data.typed_schema import TypedSchema
 from limno.engines import spark as ls
 from limno.engines.spark import _native, _write
 from limno.errors import InvalidInputError
-from limno.pools.records._io import open_parquet
-from limno.pools.records.objects import DataObject, data_path
-from limno.pools.records.typed_schema import TypedSchema
 from spark_support import module_session
 
 pytestmark = pytest.mark.spark
@@ -56,7 +56,7 @@ def data_files(pool: Any) -> set[str]:
 
 def both_ways(lake: Lake, df: DataFrame, key: str, partitions: int = 3) -> tuple[Any, Any]:
     """``df`` written natively and with limno's writer, into two pools keyed ``key``."""
-    n = len(lake.pools())
+    n = len(lake.list_pools())
     native = lake.create_pool(f"native{n}", key=key)
     python = lake.create_pool(f"python{n}", key=key)
     ls.write(df, native, partitions=partitions, keep_order=True)

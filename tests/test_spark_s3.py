@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.engines import spark as ls
 from limno.engines.local import query as local_query
 from spark_support import rows, start_session, stop_session
@@ -50,7 +50,7 @@ def test_import_compaction_and_query_on_s3(
 
     before = pairs()
     ids = [o.id for o in pool.snapshot()[0]]
-    compacted, _ = pool.compact(ids, engine="spark")
+    compacted, _ = pool.compact(ids, runner=ls.compaction_runner)
     assert compacted is not None and len(pool.snapshot()[0]) < len(ids)
     assert pairs() == before and len(before) == 3020
     sql = "SELECT level, count(*) AS n, sum(ts) AS s FROM logs GROUP BY level ORDER BY level"

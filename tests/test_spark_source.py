@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from spark_support import module_session, rows
 
 pytestmark = pytest.mark.spark

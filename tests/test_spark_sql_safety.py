@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from clirunner import fail
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.engines import spark as ls
 from limno.engines.local import query as local_query
 from limno.errors import InvalidInputError

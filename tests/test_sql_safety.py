@@ -11,9 +11,10 @@ import pyarrow as pa
 import pytest
 
 from clirunner import fail, ok
-from limno import Lake
-from limno.engines.local import filter_rows, query
-from limno.engines.sql_safety import lock_down
+from limno.api.local import LocalLake as Lake
+from limno.data.predicates import filter_rows
+from limno.data.sql_safety import lock_down
+from limno.engines.local import query
 from limno.errors import InvalidInputError
 
 #: the reported injection: it closes the predicate, runs a COPY, and reopens

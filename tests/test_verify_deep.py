@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from clirunner import fail, ok
-from limno import Lake
+from limno.api.local import LocalLake as Lake
 from limno.core.gc import expired_path
-from limno.pools.records.objects import data_path
+from limno.data.objects import data_path
 
 
 def _lake(tmp_path: Path) -> tuple[Lake, str]:

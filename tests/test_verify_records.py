@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from clirunner import fail, ok
-from limno import Lake
+from limno.api.local import LocalLake as Lake
+from limno.data.objects import DataObject, data_path
 from limno.pools.records.checks import check_object
-from limno.pools.records.objects import DataObject, data_path
 
 
 def _pool(tmp_path: Path, key: str = "k") -> tuple[Lake, str]:
@@ -70,7 +70,7 @@ def test_rewritten_object_faults(
     pq.write_table(pa.table(rows, schema=pa.schema([("k", pa.int64()), ("v", pa.string())])), path)
     tampered = dataclasses.replace(obj, size=os.path.getsize(path))
     pool = lake.pool("p")
-    faults = list(check_object(lake, pool.id, tampered, pool))
+    faults = list(check_object(lake.storage, pool.id, tampered, pool))
     assert faults and {f.path for f in faults} == {data_path(pool.id, obj.id)}
     assert any(problem in f.problem for f in faults), faults
     # and through the CLI, where the size check names the object first

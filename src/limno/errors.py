@@ -12,6 +12,7 @@ code) translates errors in exactly one place: :func:`http_status`.
     │   └── HookVetoError        412  a pre-commit or pre-merge hook said no
     ├── InvalidInputError        400  bad argument, name, record, schema
     ├── CorruptError             500  stored bytes fail their checks
+    │   └── DamagedObjectError   500  a data object's bytes fail to decode
     └── StorageError             503  the object store itself failed
 
 Errors of the operating system and of Arrow become these at the few places where
@@ -31,6 +32,7 @@ __all__ = [
     "AlreadyExistsError",
     "ConflictError",
     "CorruptError",
+    "DamagedObjectError",
     "HookVetoError",
     "InvalidInputError",
     "LimnoError",
@@ -94,6 +96,20 @@ class CorruptError(LimnoError):
     reason: str = ""
 
 
+class DamagedObjectError(CorruptError):
+    """A data object's bytes fail to decode; ``path`` is the object, ``pool`` the name
+    (or id) of its pool, ``reason`` what the decoder said."""
+
+    def __init__(self, path: str, pool: str, reason: str) -> None:
+        super().__init__(
+            f"data object {path} of pool {pool} is damaged ({reason});"
+            f" run 'limno verify --deep {pool}'"
+        )
+        self.path = path
+        self.pool = pool
+        self.reason = reason
+
+
 class StorageError(LimnoError):
     """The object store failed in a way that is none of the above."""
 
@@ -154,11 +170,7 @@ def decode_reason(err: BaseException) -> str:
     return first.rstrip(" .:") or type(err).__name__
 
 
-def damaged_object(path: str, pool: str, reason: str) -> CorruptError:
+def damaged_object(path: str, pool: str, reason: str) -> DamagedObjectError:
     """The error for a data object whose bytes fail to decode: names it, suggests verify
     (``--deep``: only a deep verify reads every page, where such damage shows)."""
-    err = CorruptError(
-        f"data object {path} of pool {pool} is damaged ({reason}); run 'limno verify --deep {pool}'"
-    )
-    err.reason = reason
-    return err
+    return DamagedObjectError(path, pool, reason)

@@ -10,18 +10,29 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Self
+
+import pyarrow as pa
 
 from limno.config import lake_location
+from limno.core.refs import parse_pool_ref
 from limno.core.versioning import Versioned
+from limno.data.iterators import IteratorSpec, parse_iterators
+from limno.data.keys import PoolKey
+from limno.data.typed_schema import TypedSchema
 from limno.errors import AlreadyExistsError, CorruptError, InvalidInputError, NotFoundError
 from limno.faults import Fault
 from limno.journal import JournalStore
-from limno.pools.records.keys import PoolKey
+from limno.pools import inspect
+from limno.pools.branching import TX_PREFIX
+from limno.pools.records.checks import verify_pool
+from limno.pools.records.manage import maintain
 from limno.pools.records.pool import RecordPool
-from limno.pools.records.typed_schema import TypedSchema
 from limno.pools.registry import PoolConfig, PoolRegistry
+from limno.pools.settings import DEFAULT_SPLIT_THRESHOLD, CompactionSettings, PoolSettings
+from limno.pools.vacuum import DEFAULT_GRACE
 from limno.storage import Storage, open_storage
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "Lake"]
@@ -45,7 +56,7 @@ class Lake:
         return self.storage.uri
 
     @classmethod
-    def init(cls, location: str | None = None) -> Lake:
+    def init(cls, location: str | None = None) -> Self:
         """Create a lake at ``location``. Raises AlreadyExistsError if one is there."""
         storage = open_storage(lake_location(location), create=True)
         if storage.exists(LAKE_JSON):
@@ -67,7 +78,7 @@ class Lake:
         return lake
 
     @classmethod
-    def open(cls, location: str | None = None) -> Lake:
+    def open(cls, location: str | None = None) -> Self:
         """Open the lake at ``location`` (resolved by :func:`lake_location`)."""
         where = lake_location(location)
         try:
@@ -82,7 +93,7 @@ class Lake:
         return cls(storage)
 
     # -- pools -----------------------------------------------------------------
-    def pools(self) -> list[PoolConfig]:
+    def list_pools(self) -> list[PoolConfig]:
         """Every pool of the lake, by name."""
         return self.registry.list()
 
@@ -113,23 +124,18 @@ class Lake:
         key_text = str(PoolKey.parse(key or "ts"))
         if target_size <= 0:
             raise InvalidInputError("target size must be positive")
-        settings: dict[str, Any] = {}
-        if iterators:
-            from limno.pools.records._iterators import parse_iterators
-
-            spec = parse_iterators(iterators, PoolKey.parse(key_text).names)
-            settings["iterators"] = spec.to_json()
-        if split_threshold is not None:
-            if split_threshold < 1:
-                raise InvalidInputError("the split threshold must be at least 1 row")
-            settings["split_threshold"] = int(split_threshold)
-        if retention:
-            settings["retention"] = {g: d.total_seconds() for g, d in retention.items()}
-        if compaction:
-            from limno.pools.records.compaction import strategy_settings
-
-            strategy_settings({"compaction": compaction})
-            settings["compaction"] = dict(compaction)
+        settings = PoolSettings(
+            iterators=(
+                parse_iterators(iterators, PoolKey.parse(key_text).names)
+                if iterators
+                else IteratorSpec()
+            ),
+            split_threshold=(
+                DEFAULT_SPLIT_THRESHOLD if split_threshold is None else int(split_threshold)
+            ),
+            compaction=CompactionSettings.from_json(compaction or {}),
+            retention=dict(retention or {}),
+        )
         config = self.registry.new_config(
             name,
             kind=kind,
@@ -140,11 +146,20 @@ class Lake:
         )
         Versioned(self.storage, config.id).initialize(author)
         self.registry.register(config)
-        return RecordPool(self, config)
+        return RecordPool(self.storage, config, self.registry)
 
     def pool(self, name: str) -> RecordPool:
         """An existing pool by name or id."""
-        return RecordPool(self, self.registry.find(name))
+        return RecordPool(self.storage, self.registry.find(name), self.registry)
+
+    def meta_table(self, ref: str, name: str) -> pa.Table:
+        """A meta table: ``(":", "pools")``, or a pool's ``("logs@dev", "objects")``..."""
+        if not ref:
+            if name != "pools":
+                raise NotFoundError(f"no meta table ':{name}' (try ':pools')")
+            return inspect.pools_table(self.list_pools())
+        pool_name, at = parse_pool_ref(ref)
+        return self.pool(pool_name).meta_table(name, at)
 
     def drop_pool(self, name: str) -> PoolConfig:
         return self.registry.drop(name)
@@ -159,8 +174,6 @@ class Lake:
         ``deep`` also reads every data object whole (page checksums, sort order,
         keys and counts against the recorded metadata).
         """
-        from limno.pools.records.checks import verify_pool
-
         try:
             check_lake_json(self.uri, self.storage.get(LAKE_JSON))
         except (NotFoundError, CorruptError, InvalidInputError) as e:
@@ -169,9 +182,41 @@ class Lake:
         yield from faults
         if faults:
             return
-        configs = [self.registry.find(pool)] if pool else self.pools()
+        configs = [self.registry.find(pool)] if pool else self.list_pools()
         for config in configs:
-            yield from verify_pool(self, config, deep)
+            yield from verify_pool(self.pool(config.id), deep)
+
+    # -- maintenance -----------------------------------------------------------
+    def manage(
+        self,
+        pools: Sequence[str] = (),
+        once: bool = False,
+        interval: dt.timedelta = dt.timedelta(seconds=60),
+        grace: dt.timedelta = DEFAULT_GRACE,
+        stop: threading.Event | None = None,
+        log: Callable[[str], None] = lambda _: None,
+    ) -> int:
+        """Maintain ``pools`` (default: every record pool) until ``stop`` is set: one
+        pass (:func:`~limno.pools.records.manage.maintain`) per branch of each pool
+        every ``interval``; the number of passes run."""
+        stop = stop or threading.Event()
+        passes = 0
+        while True:
+            names = list(pools) or [c.name for c in self.list_pools() if c.kind == "records"]
+            for name in names:
+                pool = self.pool(name)
+                for branch in pool.branches():
+                    if branch.startswith(TX_PREFIX):
+                        continue
+                    prefix = f"{pool.name}@{branch}: "
+
+                    def say(message: str, prefix: str = prefix) -> None:
+                        log(prefix + message)
+
+                    maintain(pool, branch, grace, say)
+            passes += 1
+            if once or stop.wait(interval.total_seconds()):
+                return passes
 
 
 def check_lake_json(uri: str, raw: bytes) -> dict[str, object]:

@@ -7,58 +7,30 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import click
-import pyarrow as pa
 
-from limno.cli._main import Context
-from limno.cli._output import to_json, write_tables
+from limno.api import Engine
+from limno.cli._context import (
+    DURATION,
+    TIME,
+    Context,
+    engine_options,
+    format_option,
+    meta_option,
+    pool_option,
+)
+from limno.cli._output import write_tables
 from limno.core.commits import Commit
-from limno.errors import InvalidInputError, LimnoError
-from limno.pools.records.objects import DataObject
+from limno.data.objects import DataObject
+from limno.data.sql_safety import safe_from_env
+from limno.errors import InvalidInputError
+from limno.pools.inspect import commits_table, objects_table
 
-__all__ = ["COMMANDS", "parse_duration"]
+__all__ = ["COMMANDS"]
 
-F = Callable[..., Any]
 INPUT_FORMATS = ("ndjson", "json", "csv", "tsv", "parquet", "arrow", "avro", "orc")
-
-
-def _pool_opt(f: F) -> F:
-    return click.option("-p", "--pool", "ref", default=None, help="POOL[@REF] (default: use).")(f)
-
-
-def _fmt_opt(f: F) -> F:
-    return click.option("-f", "--format", "fmt", default=None, help="Output format.")(f)
-
-
-def _meta(pairs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        k, sep, v = pair.partition("=")
-        if not sep or not k:
-            raise InvalidInputError(f"--meta expects KEY=VALUE, not {pair!r}")
-        out[k] = v
-    return out
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """``15m``, ``2h``, ``30d``, ``90s``, ``0`` → a timedelta."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*", text)
-    if not m:
-        raise InvalidInputError(f"invalid duration {text!r} (e.g. 90s, 15m, 2h, 30d)")
-    unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2) or "s"]
-    return dt.timedelta(seconds=float(m.group(1)) * unit)
-
-
-def _parse_time(text: str) -> dt.datetime:
-    try:
-        value = dt.datetime.fromisoformat(text)
-    except ValueError as e:
-        raise InvalidInputError(f"invalid time {text!r} (use ISO 8601)") from e
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _done(commit: Commit, summary: str) -> None:
@@ -71,47 +43,13 @@ def _summary(objs: Sequence[DataObject]) -> str:
     return f"{len(objs)} object(s), {rows} record(s)"
 
 
-def _engine_opts(f: F) -> F:
-    """``--engine`` and the Spark session options of ``load`` and ``query``."""
-    f = click.option(
-        "--spark-conf",
-        "spark_conf",
-        multiple=True,
-        help="KEY=VALUE Spark setting for a new session (repeatable).",
-    )(f)
-    f = click.option(
-        "--spark-master",
-        default=None,
-        help="Spark master URL (default: $LIMNO_SPARK_MASTER, else local[*]).",
-    )(f)
-    return click.option(
-        "--engine",
-        type=click.Choice(["local", "spark", "auto"]),
-        default="auto",
-        show_default=True,
-        help="Where to run: auto is Spark from $LIMNO_SPARK_THRESHOLD (1GB) of data on.",
-    )(f)
-
-
-def _spark_session(master: str | None, conf: Sequence[str]) -> Any:
-    from limno.engines.spark import session
-
-    pairs = {}
-    for pair in conf:
-        k, sep, v = pair.partition("=")
-        if not sep or not k:
-            raise InvalidInputError(f"--spark-conf expects KEY=VALUE, not {pair!r}")
-        pairs[k] = v
-    return session(master, pairs)
-
-
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("-i", "--input-format", "ifmt", type=click.Choice(INPUT_FORMATS), default=None)
 @click.option("-m", "--message", default="", help="Commit message.")
 @click.option("--author", default=None, help="Commit author (default: the current user).")
-@click.option("--meta", multiple=True, help="KEY=VALUE stored on the commit (repeatable).")
-@_engine_opts
+@meta_option
+@engine_options
 @click.argument("files", nargs=-1, required=True)
 @click.pass_obj
 def load(
@@ -120,43 +58,32 @@ def load(
     ifmt: str | None,
     message: str,
     author: str | None,
-    meta: Sequence[str],
-    engine: str,
+    meta: Sequence[tuple[str, str]],
+    engine: Engine,
     spark_master: str | None,
-    spark_conf: Sequence[str],
+    spark_conf: Sequence[tuple[str, str]],
     files: Sequence[str],
 ) -> None:
     """Load FILES (or - for stdin) into a branch as one commit."""
-    import os
-
-    from limno.engines.spark import use_spark
-
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    size = sum(os.path.getsize(f) for f in files if f != "-" and os.path.isfile(f))
-    if use_spark(engine, size) and not (engine == "auto" and "-" in files):
-        from limno.engines.spark import load as spark_load
-
-        commit = spark_load(
-            pool,
-            list(files),
-            ifmt,
-            branch,
-            message,
-            author,
-            _meta(meta),
-            spark=_spark_session(spark_master, spark_conf),
-        )
-    else:
-        commit = pool.load(
-            list(files), ifmt, branch=branch, message=message, author=author, meta=_meta(meta)
-        )
+    commit = pool.load(
+        list(files),
+        ifmt,
+        branch,
+        message,
+        author,
+        dict(meta),
+        engine=engine,
+        spark_master=spark_master,
+        spark_conf=dict(spark_conf),
+    )
     objs = [DataObject.from_json(a.value) for a in commit.actions]
     _done(commit, f"committed {_summary(objs)} to {pool.name}@{branch}")
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("-i", "--input-format", "ifmt", type=click.Choice(INPUT_FORMATS), default=None)
 @click.argument("files", nargs=-1, required=True)
 @click.pass_obj
@@ -171,10 +98,10 @@ def add(obj: Context, ref: str | None, ifmt: str | None, files: Sequence[str]) -
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("-m", "--message", default="", help="Commit message.")
 @click.option("--author", default=None)
-@click.option("--meta", multiple=True, help="KEY=VALUE stored on the commit (repeatable).")
+@meta_option
 @click.argument("ids", nargs=-1)
 @click.pass_obj
 def commit(
@@ -182,20 +109,20 @@ def commit(
     ref: str | None,
     message: str,
     author: str | None,
-    meta: Sequence[str],
+    meta: Sequence[tuple[str, str]],
     ids: Sequence[str],
 ) -> None:
     """Commit staged objects (all, or the given IDs) as one commit."""
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    made = pool.commit(list(ids) or None, branch, message, author, _meta(meta))
+    made = pool.commit(list(ids) or None, branch, message, author, dict(meta))
     objs = [DataObject.from_json(a.value) for a in made.actions]
     _done(made, f"committed {_summary(objs)} to {pool.name}@{branch}")
 
 
 @click.command()
-@_pool_opt
-@_fmt_opt
+@pool_option
+@format_option
 @click.option("--drop", "drop_ids", multiple=True, help="Unstage this object (repeatable).")
 @click.pass_obj
 def stage(obj: Context, ref: str | None, fmt: str | None, drop_ids: Sequence[str]) -> None:
@@ -209,21 +136,9 @@ def stage(obj: Context, ref: str | None, fmt: str | None, drop_ids: Sequence[str
     write_tables([objects_table(pool.staged(branch))], obj.format(fmt))
 
 
-def objects_table(objs: Sequence[DataObject]) -> pa.Table:
-    return pa.table(
-        {
-            "id": [o.id for o in objs],
-            "rows": pa.array([o.rows for o in objs], pa.int64()),
-            "size": pa.array([o.size for o in objs], pa.int64()),
-            "min_key": [to_json(o.to_json()["min_key"]) for o in objs],
-            "max_key": [to_json(o.to_json()["max_key"]) for o in objs],
-        }
-    )
-
-
 @click.command()
-@_pool_opt
-@_fmt_opt
+@pool_option
+@format_option
 @click.option("-n", "--max-count", "limit", type=int, default=None, help="Show at most N.")
 @click.option("--first-parent", is_flag=True, help="Follow only first parents.")
 @click.pass_obj
@@ -253,32 +168,20 @@ def log(
                 )
             click.echo("")
         return
-    table = pa.table(
-        {
-            "id": [c.id for c in commits],
-            "parents": pa.array([list(c.parents) for c in commits], pa.list_(pa.string())),
-            "author": [c.author for c in commits],
-            "date": [c.date for c in commits],
-            "message": [c.message for c in commits],
-            "meta": [json.dumps(dict(c.meta), sort_keys=True) for c in commits],
-            "retries": pa.array([c.retries for c in commits], pa.int64()),
-            "actions": pa.array(
-                [[{"op": a.op, "id": a.key} for a in c.actions] for c in commits],
-                pa.list_(pa.struct([("op", pa.string()), ("id", pa.string())])),
-            ),
-        }
-    )
+    table = commits_table(commits)
     write_tables([table], fmt)
 
 
 @click.command()
-@_pool_opt
-@_fmt_opt
+@pool_option
+@format_option
 @click.option("--from", "start", default=None, help="First key (inclusive).")
 @click.option("--to", "end", default=None, help="Last key (exclusive).")
 @click.option("--order", type=click.Choice(["asc", "desc"]), default="asc")
 @click.option("--limit", type=int, default=None)
-@click.option("--as-of", "as_of", default=None, help="Read the branch as it was at this time.")
+@click.option(
+    "--as-of", "as_of", type=TIME, default=None, help="Read the branch as it was at this time."
+)
 @click.pass_obj
 def scan(
     obj: Context,
@@ -288,21 +191,20 @@ def scan(
     end: str | None,
     order: str,
     limit: int | None,
-    as_of: str | None,
+    as_of: dt.datetime | None,
 ) -> None:
     """Records in key order (merge-on-read of overlapping objects)."""
     if limit is not None and limit < 0:
         raise InvalidInputError("--limit must not be negative")
     name, at = obj.pool_ref(ref)
     pool = obj.lake().pool(name)
-    when = _parse_time(as_of) if as_of else None
-    tables = pool.iter_scan(at, start=start, end=end, order=order, limit=limit, as_of=when)
+    tables = pool.iter_scan(at, start=start, end=end, order=order, limit=limit, as_of=as_of)
     write_tables(tables, obj.format(fmt))
 
 
 @click.command()
-@_pool_opt
-@_fmt_opt
+@pool_option
+@format_option
 @click.argument("keys", nargs=-1, required=True)
 @click.pass_obj
 def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> None:
@@ -312,8 +214,8 @@ def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> 
 
 
 @click.command()
-@_fmt_opt
-@_engine_opts
+@format_option
+@engine_options
 @click.option(
     "--safe",
     is_flag=True,
@@ -324,54 +226,25 @@ def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> 
 def query(
     obj: Context,
     fmt: str | None,
-    engine: str,
+    engine: Engine,
     spark_master: str | None,
-    spark_conf: Sequence[str],
+    spark_conf: Sequence[tuple[str, str]],
     safe: bool,
     sql: str,
 ) -> None:
     """SQL over pools: FROM logs, FROM "logs@dev", FROM "logs:objects", FROM ":pools"."""
-    from limno.engines.spark import use_spark
-    from limno.engines.sql_safety import safe_from_env
-
-    safe = safe or safe_from_env()
-    lake = obj.lake()
-    size = _query_size(lake, sql) if engine == "auto" else 0
-    if use_spark(engine, size):
-        from limno.engines.spark import query as spark_query
-
-        table = spark_query(lake, sql, _spark_session(spark_master, spark_conf), safe=safe)
-    else:
-        from limno.engines.local import query as run
-
-        table = run(lake, sql, safe=safe)
+    table = obj.lake().query(
+        sql,
+        engine=engine,
+        safe=safe or safe_from_env(),
+        spark_master=spark_master,
+        spark_conf=dict(spark_conf),
+    )
     write_tables([table], obj.format(fmt))
 
 
-def _query_size(lake: Any, sql: str) -> int:
-    """Bytes of the snapshots a statement names (for ``--engine auto``)."""
-    import duckdb
-
-    from limno.core.refs import parse_pool_ref
-
-    try:
-        names = duckdb.get_table_names(sql)
-    except duckdb.Error:
-        return 0
-    total = 0
-    for name in names:
-        if ":" in name:
-            continue
-        pool_name, at = parse_pool_ref(name)
-        try:
-            total += sum(o.size for o in lake.pool(pool_name).objects(at))
-        except LimnoError:
-            continue
-    return total
-
-
 @click.command()
-@_pool_opt
+@pool_option
 @click.option(
     "--where",
     "predicate",
@@ -404,7 +277,7 @@ def delete(
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("-m", "--message", default="")
 @click.option("--author", default=None)
 @click.argument("commit_id")
@@ -418,20 +291,32 @@ def revert(obj: Context, ref: str | None, message: str, author: str | None, comm
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("--dry-run", is_flag=True, help="Report what would be removed.")
-@click.option("--grace", default="15m", show_default=True, help="Keep objects younger than this.")
+@click.option(
+    "--grace",
+    type=DURATION,
+    default="15m",
+    show_default=True,
+    help="Keep objects younger than this.",
+)
 @click.option(
     "--retention",
+    type=DURATION,
     default=None,
     help="Keep history only this far back (default: all history stays readable).",
 )
 @click.pass_obj
-def vacuum(obj: Context, ref: str | None, dry_run: bool, grace: str, retention: str | None) -> None:
+def vacuum(
+    obj: Context,
+    ref: str | None,
+    dry_run: bool,
+    grace: dt.timedelta,
+    retention: dt.timedelta | None,
+) -> None:
     """Free the bytes of objects that no branch, tag, staging area or retained commit holds."""
     name, _ = obj.pool_ref(ref)
-    keep = parse_duration(retention) if retention else None
-    report = obj.lake().pool(name).vacuum(parse_duration(grace), dry_run, keep)
+    report = obj.lake().pool(name).vacuum(grace, dry_run, retention)
     verb = "would remove" if dry_run else "removed"
     for path, size in report.removed:
         click.echo(f"{path}\t{size}")

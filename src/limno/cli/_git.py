@@ -6,23 +6,19 @@ A REF argument is ``pool@ref`` or a bare ``ref`` of the pool given by ``-p``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import click
 import pyarrow as pa
 
-from limno.cli._data import _fmt_opt, _pool_opt
-from limno.cli._main import Context
+from limno.cli._context import Context, format_option, meta_option, pool_option
 from limno.cli._output import write_tables
 from limno.cli._state import working_ref
 from limno.core.hooks import EVENTS, HookSpec
 from limno.core.merge import STRATEGIES
 from limno.core.refs import parse_pool_ref
-from limno.core.versioning import DiffEntry
 from limno.errors import InvalidInputError, NotFoundError
-from limno.pools.records.keys import encode_key
-from limno.pools.records.objects import DataObject
+from limno.pools.inspect import diff_table
 
 __all__ = ["COMMANDS"]
 
@@ -90,7 +86,7 @@ def _named_ref(
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
 @click.option("--from", "from_ref", default=None, help="Start point (default: -p's ref or main).")
 @click.argument("name", required=False)
@@ -103,7 +99,7 @@ def branch(
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("-d", "--delete", is_flag=True, help="Delete tag NAME.")
 @click.option("--from", "from_ref", default=None, help="Commit to tag (default: -p's ref or main).")
 @click.argument("name", required=False)
@@ -116,12 +112,12 @@ def tag(
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("--into", default=None, help="Destination branch (default: -p's branch or main).")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="fail", show_default=True)
 @click.option("-m", "--message", default="", help="Merge commit message.")
 @click.option("--author", default=None)
-@click.option("--meta", multiple=True, help="KEY=VALUE stored on the merge commit.")
+@meta_option
 @click.option("--no-ff", "no_ff", is_flag=True, help="Always make a merge commit.")
 @click.argument("source")
 @click.pass_obj
@@ -132,17 +128,15 @@ def merge(
     strategy: str,
     message: str,
     author: str | None,
-    meta: Sequence[str],
+    meta: Sequence[tuple[str, str]],
     no_ff: bool,
     source: str,
 ) -> None:
     """Merge SOURCE into a branch: fast-forward when possible, else a three-way merge."""
-    from limno.cli._data import _meta
-
     pool_name, src = _ref_arg(obj, ref, source)
     dest = into or _working_branch(obj, ref, pool_name) or "main"
     pool = obj.lake().pool(pool_name)
-    result = pool.merge(src, dest, strategy, message, author, _meta(meta), fast_forward=not no_ff)
+    result = pool.merge(src, dest, strategy, message, author, dict(meta), fast_forward=not no_ff)
     click.echo(result.commit)
     if result.kind == "up-to-date":
         click.echo(f"{pool.name}@{dest} is already up to date with {src}", err=True)
@@ -155,24 +149,9 @@ def merge(
         click.echo(f"merged {src} into {pool.name}@{dest} (base {result.base}{extra})", err=True)
 
 
-def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
-    """One row per changed entry: change, id, rows, size, min_key, max_key."""
-    objs = [DataObject.from_json(e.new if e.new is not None else e.old or {}) for e in entries]
-    return pa.table(
-        {
-            "change": [e.change for e in entries],
-            "id": [e.key for e in entries],
-            "rows": pa.array([o.rows for o in objs], pa.int64()),
-            "size": pa.array([o.size for o in objs], pa.int64()),
-            "min_key": [json.dumps(encode_key(o.min_key)) for o in objs],
-            "max_key": [json.dumps(encode_key(o.max_key)) for o in objs],
-        }
-    )
-
-
 @click.command()
-@_pool_opt
-@_fmt_opt
+@pool_option
+@format_option
 @click.option("--three-dot", is_flag=True, help="Compare against the merge base of the refs.")
 @click.argument("refs", nargs=-1, required=True)
 @click.pass_obj
@@ -205,7 +184,7 @@ def diff(
 
 
 @click.command(name="cherry-pick")
-@_pool_opt
+@pool_option
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="fail", show_default=True)
 @click.argument("commit")
 @click.pass_obj
@@ -222,7 +201,7 @@ def cherry_pick(obj: Context, ref: str | None, strategy: str, commit: str) -> No
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("--hard", is_flag=True, help="Move the branch and drop its staged objects.")
 @click.argument("target")
 @click.pass_obj
@@ -243,7 +222,7 @@ def hook() -> None:
 
 
 @hook.command(name="add")
-@_pool_opt
+@pool_option
 @click.option("--event", type=click.Choice(EVENTS), required=True)
 @click.option("--run", "run", default=None, help="Shell command; a non-zero exit vetoes.")
 @click.option("--python", "python", default=None, help="module:function called with the event.")
@@ -267,8 +246,8 @@ def hook_add(
 
 
 @hook.command(name="ls")
-@_pool_opt
-@_fmt_opt
+@pool_option
+@format_option
 @click.pass_obj
 def hook_ls(obj: Context, ref: str | None, fmt: str | None) -> None:
     """List the pool's hooks."""
@@ -286,7 +265,7 @@ def hook_ls(obj: Context, ref: str | None, fmt: str | None) -> None:
 
 
 @hook.command(name="rm")
-@_pool_opt
+@pool_option
 @click.argument("name")
 @click.pass_obj
 def hook_rm(obj: Context, ref: str | None, name: str) -> None:

@@ -14,51 +14,21 @@ import os
 import sys
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from limno.cli._output import FORMATS, default_format
-from limno.cli._state import working_ref
+from limno.api import Lake
+from limno.cli import _data, _git, _maintenance, _pools
+from limno.cli._context import Context
+from limno.cli._output import FORMATS
 from limno.config import lake_location
-from limno.core.refs import parse_pool_ref
-from limno.errors import InvalidInputError, LimnoError, os_reason
-from limno.lake import Lake
+from limno.errors import LimnoError, os_reason
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
-__all__ = ["Context", "cli", "main"]
-
-
-@dataclass
-class Context:
-    """What every command gets: the lake location (opened on demand), output format."""
-
-    location: str
-    fmt: str | None = None
-    _lake: Lake | None = None
-
-    def lake(self) -> Lake:
-        if self._lake is None:
-            self._lake = Lake.open(self.location)
-        return self._lake
-
-    def format(self, local: str | None = None) -> str:
-        return local or self.fmt or default_format()
-
-    def pool_ref(self, ref: str | None) -> tuple[str, str | None]:
-        """``(pool, ref)`` from ``-p POOL[@REF]``, else from ``limno use``."""
-        text = ref or working_ref(self.lake().uri)
-        if not text:
-            raise InvalidInputError("no pool given: pass -p POOL[@REF] or run 'limno use POOL'")
-        return parse_pool_ref(text)
-
-    def branch_ref(self, ref: str | None) -> tuple[str, str]:
-        """``(pool, branch)`` for commands that write (default branch ``main``)."""
-        pool, at = self.pool_ref(ref)
-        return pool, at or "main"
+__all__ = ["cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -112,15 +82,9 @@ def verify(obj: Context, pool: str | None, deep: bool) -> None:
     click.echo(f"ok: lake {lake.uri} verified")
 
 
-def _register() -> None:
-    from limno.cli import _data, _git, _maintenance, _pools
-
-    for module in (_pools, _data, _git, _maintenance):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
+for _module in (_pools, _data, _git, _maintenance):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

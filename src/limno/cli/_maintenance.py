@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from collections.abc import Sequence
 
 import click
 
-from limno.cli._data import _fmt_opt, _pool_opt, parse_duration
-from limno.cli._main import Context
+from limno.api import Engine
+from limno.cli._context import DURATION, Context, format_option, pool_option
 from limno.cli._output import to_json, write_tables
 from limno.errors import InvalidInputError
-from limno.pools.records.compaction import STRATEGIES
+from limno.pools.settings import COMPACTION_STRATEGIES
 
 __all__ = ["COMMANDS"]
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option(
-    "--strategy", type=click.Choice(STRATEGIES), default=None, help="Override the pool's."
+    "--strategy",
+    type=click.Choice(COMPACTION_STRATEGIES),
+    default=None,
+    help="Override the pool's.",
 )
 @click.option("-m", "--message", default="", help="Commit message.")
 @click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True)
@@ -30,7 +34,7 @@ def compact(
     ref: str | None,
     strategy: str | None,
     message: str,
-    engine: str,
+    engine: Engine,
     ids: Sequence[str],
 ) -> None:
     """Merge objects IDS (or those the strategy picks) into sorted, non-overlapping ones.
@@ -57,7 +61,7 @@ def compact(
 
 
 @click.command()
-@_pool_opt
+@pool_option
 @click.option("--at", "at", default=None, help="Split point (default: the partition's median).")
 @click.argument("partition")
 @click.pass_obj
@@ -65,12 +69,7 @@ def split(obj: Context, ref: str | None, at: str | None, partition: str) -> None
     """Split leaf PARTITION at its median key (or --at a first-field value)."""
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    value = None
-    if at is not None:
-        objs = pool.objects(branch)
-        value = pool._bound(at, pool.key_types(objs))
-        value = None if value is None else value[0]
-    commit = pool.split(partition, branch, value)
+    commit = pool.split(partition, branch, at)
     if commit is None:
         raise InvalidInputError(f"partition {partition} has no key to split at")
     click.echo(commit.id)
@@ -80,23 +79,29 @@ def split(obj: Context, ref: str | None, at: str | None, partition: str) -> None
 @click.command()
 @click.option("-p", "--pool", "pools", multiple=True, help="Pool to maintain (default: all).")
 @click.option("--once", is_flag=True, help="One pass, then exit.")
-@click.option("--interval", default="60s", show_default=True, help="Pause between passes.")
-@click.option("--grace", default="15m", show_default=True, help="Vacuum grace period.")
+@click.option(
+    "--interval", type=DURATION, default="60s", show_default=True, help="Pause between passes."
+)
+@click.option("--grace", type=DURATION, default="15m", show_default=True, help="Vacuum grace.")
 @click.pass_obj
-def manage(obj: Context, pools: Sequence[str], once: bool, interval: str, grace: str) -> None:
+def manage(
+    obj: Context,
+    pools: Sequence[str],
+    once: bool,
+    interval: dt.timedelta,
+    grace: dt.timedelta,
+) -> None:
     """Background maintenance: partition splits, compaction jobs, vacuum (until Ctrl-C)."""
-    from limno.pools.records.manage import manage as run
 
     def log(message: str) -> None:
         click.echo(message, err=True)
 
     try:
-        passes = run(
-            obj.lake(),
+        passes = obj.lake().manage(
             list(pools),
             once=once,
-            interval=parse_duration(interval),
-            grace=parse_duration(grace),
+            interval=interval,
+            grace=grace,
             log=log,
         )
     except KeyboardInterrupt:
@@ -107,19 +112,17 @@ def manage(obj: Context, pools: Sequence[str], once: bool, interval: str, grace:
 
 @click.command()
 @click.argument("pool", required=False)
-@_fmt_opt
+@format_option
 @click.option("-n", "--limit", default=20, show_default=True, help="Jobs shown per report.")
 @click.pass_obj
 def status(obj: Context, pool: str | None, fmt: str | None, limit: int) -> None:
     """Reports on partitions, files, compaction jobs and ingest jobs (Sleeper style)."""
-    from limno.pools.records.manage import status_tables
-
     lake = obj.lake()
-    names = [pool] if pool else [c.name for c in lake.pools() if c.kind == "records"]
+    names = [pool] if pool else [c.name for c in lake.list_pools() if c.kind == "records"]
     out = obj.format(fmt)
     for name in names:
         p = lake.pool(name)
-        reports = status_tables(p, None, limit)
+        reports = p.status(None, limit)
         if out == "table":
             for title, table in reports.items():
                 click.echo(f"== {p.name}: {title.replace('_', ' ')} ({table.num_rows})")

@@ -20,8 +20,8 @@ import pyarrow.csv as pacsv
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError
-from limno.pools.records._schema import conform, unify
 
 __all__ = ["FORMATS", "default_format", "write_tables"]
 

@@ -2,41 +2,31 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
-import pyarrow as pa
 
-from limno.cli._main import Context
+from limno.cli._context import SIZE, Context, format_option
 from limno.cli._output import write_tables
 from limno.cli._state import set_working_ref, working_ref
-from limno.errors import InvalidInputError
-from limno.pools.records.typed_schema import TypedSchema
+from limno.data.typed_schema import TypedSchema
+from limno.errors import InvalidInputError, NotFoundError
+from limno.units import parse_duration
 
-__all__ = ["COMMANDS", "parse_size"]
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20})
-_UNITS.update({"g": 2**30})
-
-
-def parse_size(text: str) -> int:
-    """``256MB``, ``1GiB``, ``1000`` → bytes."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise InvalidInputError(f"invalid size {text!r} (e.g. 256MB, 1GiB, 1000000)")
-    size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if size <= 0:
-        raise InvalidInputError(f"size must be positive, not {text!r}")
-    return size
+__all__ = ["COMMANDS"]
 
 
 @click.command()
 @click.argument("pool")
 @click.option("-k", "--key", "key", default=None, help="Pool key, e.g. 'ts', 'tenant,ts:desc'.")
 @click.option("--kind", type=click.Choice(["records", "files"]), default="records")
-@click.option("--target-size", default="256MB", show_default=True, help="Max size of an object.")
+@click.option(
+    "--target-size",
+    type=SIZE,
+    default="256MiB",
+    show_default=True,
+    help="Max size of an object (Arrow bytes: 256MiB, 1GB...).",
+)
 @click.option("--schema", "schema_file", default=None, help="JSON file with a typed schema.")
 @click.option(
     "--iterator",
@@ -62,7 +52,7 @@ def create(
     pool: str,
     key: str | None,
     kind: str,
-    target_size: str,
+    target_size: int,
     schema_file: str | None,
     iterators: tuple[str, ...],
     split_threshold: int | None,
@@ -70,8 +60,6 @@ def create(
     retention: tuple[str, ...],
 ) -> None:
     """Create a pool (branch main, at an empty root commit)."""
-    from limno.cli._data import parse_duration
-
     windows = {}
     for rule in retention:
         glob, sep, span = rule.rpartition("=")
@@ -83,7 +71,7 @@ def create(
         pool,
         key=key,
         kind=kind,
-        target_size=parse_size(target_size),
+        target_size=target_size,
         schema=schema,
         iterators=iterators,
         split_threshold=split_threshold,
@@ -91,7 +79,7 @@ def create(
         retention=windows or None,
     )
     click.echo(created.id)
-    click.echo(f"created pool {created.name} (key {created.key})", err=True)
+    click.echo(f"created pool {created.name} (key {created.config.key})", err=True)
 
 
 def _compaction(text: str) -> dict[str, object]:
@@ -113,32 +101,12 @@ def _compaction(text: str) -> dict[str, object]:
 
 @click.command(name="ls")
 @click.argument("pool", required=False)
-@click.option("-f", "--format", "fmt", default=None, help="Output format.")
+@format_option
 @click.pass_obj
 def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
     """List pools; or a pool's branches and tags."""
     lake = obj.lake()
-    if pool is None:
-        pools = lake.pools()
-        table = pa.table(
-            {
-                "name": [p.name for p in pools],
-                "id": [p.id for p in pools],
-                "key": [p.key for p in pools],
-                "kind": [p.kind for p in pools],
-            }
-        )
-    else:
-        refs = lake.pool(pool).versioned.refs
-        rows = [("branch", n, c) for n, c in refs.branches().items()]
-        rows += [("tag", n, c) for n, c in refs.tags().items()]
-        table = pa.table(
-            {
-                "kind": [r[0] for r in rows],
-                "name": [r[1] for r in rows],
-                "commit": [r[2] for r in rows],
-            }
-        )
+    table = lake.meta_table("", "pools") if pool is None else lake.pool(pool).meta_table("branches")
     write_tables([table], obj.format(fmt))
 
 
@@ -149,7 +117,7 @@ def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
 def drop(obj: Context, pool: str, force: bool) -> None:
     """Delete a pool with all its data and history."""
     lake = obj.lake()
-    lake.registry.find(pool)
+    lake.pool(pool)  # a missing pool fails before the question
     if not force:
         if not sys.stdin.isatty():
             raise InvalidInputError(f"refusing to drop pool {pool!r} without -f")
@@ -183,7 +151,8 @@ def use(obj: Context, ref: str | None) -> None:
     pool_name, at = obj.pool_ref(ref)
     pool = lake.pool(pool_name)
     branch = at or "main"
-    pool.versioned.head(branch)
+    if branch not in pool.branches():
+        raise NotFoundError(f"branch {branch!r} not found")
     set_working_ref(lake.uri, f"{pool.name}@{branch}")
     click.echo(f"switched to {pool.name}@{branch}", err=True)
 

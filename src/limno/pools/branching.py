@@ -20,10 +20,9 @@ from limno.ksuid import ksuid
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
-    from limno.lake import Lake
-    from limno.pools.registry import PoolConfig
+    from limno.pools.registry import PoolConfig, PoolRegistry
 
-__all__ = ["Branching", "BranchView", "DEFAULT_BRANCH", "TX_PREFIX"]
+__all__ = ["Branching", "BranchView", "DEFAULT_BRANCH", "TX_PREFIX", "transaction"]
 
 DEFAULT_BRANCH = "main"
 #: throw-away branches of transactions are named ``_tx-<ksuid>``
@@ -34,7 +33,7 @@ class Branching:
     """Mixin: git semantics over ``self.versioned``."""
 
     versioned: Versioned
-    lake: Lake
+    registry: PoolRegistry
     config: PoolConfig
 
     # -- refs ------------------------------------------------------------------
@@ -124,22 +123,10 @@ class Branching:
         author: str | None = None,
         strategy: str = "fail",
     ) -> Iterator[BranchView]:
-        """Write to a throw-away branch; merge it into ``branch`` atomically on success.
-
-        Inside the block, ``tx`` is this pool bound to the throw-away branch (its
-        reads see the transaction's own writes). On a normal exit the branch is
-        merged (fast-forward when ``branch`` did not move) and deleted; on an
-        exception — including a merge conflict — it is deleted and nothing becomes
-        visible on ``branch``.
-        """
-        self.versioned.head(branch)
-        name = f"{TX_PREFIX}{ksuid()}"
-        self.branch(name, branch)
-        try:
-            yield BranchView(self, name)
-            self.merge(name, branch, strategy, message or f"transaction {name}", author)
-        finally:
-            self.delete_branch(name)
+        """Write to a throw-away branch; merge it into ``branch`` atomically on success
+        (see :func:`transaction`)."""
+        with transaction(self, branch, message, author, strategy) as view:
+            yield view
 
     # -- hooks ---------------------------------------------------------------
     @property
@@ -148,7 +135,7 @@ class Branching:
         return self.versioned.hooks
 
     def hook_specs(self) -> list[HookSpec]:
-        return [HookSpec.from_json(h) for h in self.config.settings.get("hooks", [])]
+        return list(self.config.settings.hooks)
 
     def add_hook(self, spec: HookSpec) -> None:
         """Persist a hook in the pool's configuration (every process then runs it)."""
@@ -165,8 +152,8 @@ class Branching:
         self._set_hooks([s for s in specs if s.name != name])
 
     def _set_hooks(self, specs: list[HookSpec]) -> None:
-        settings = {**self.config.settings, "hooks": [s.to_json() for s in specs]}
-        self.config = self.lake.registry.update(self.config, settings=settings)
+        settings = self.config.settings.with_hooks(tuple(specs))
+        self.config = self.registry.update(self.config, settings=settings)
         self.versioned.hooks.specs = specs
 
 
@@ -187,3 +174,31 @@ class BranchView:
         if "ref" in params:
             return functools.partial(attr, ref=self.branch)
         return attr
+
+
+@contextlib.contextmanager
+def transaction(
+    pool: Any,
+    branch: str = DEFAULT_BRANCH,
+    message: str = "",
+    author: str | None = None,
+    strategy: str = "fail",
+) -> Iterator[BranchView]:
+    """Write to a throw-away branch; merge it into ``branch`` atomically on success.
+
+    Inside the block, the view is ``pool`` bound to the throw-away branch (its
+    reads see the transaction's own writes). On a normal exit the branch is
+    merged (fast-forward when ``branch`` did not move) and deleted; on an
+    exception — including a merge conflict — it is deleted and nothing becomes
+    visible on ``branch``. Only public pool operations are used, so any pool
+    implementation (in process or remote) gets transactions.
+    """
+    if branch not in pool.branches():
+        raise NotFoundError(f"branch {branch!r} not found")
+    name = f"{TX_PREFIX}{ksuid()}"
+    pool.branch(name, branch)
+    try:
+        yield BranchView(pool, name)
+        pool.merge(name, branch, strategy, message or f"transaction {name}", author)
+    finally:
+        pool.delete_branch(name)

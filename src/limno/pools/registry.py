@@ -17,6 +17,7 @@ from limno.core.commits import now_iso
 from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from limno.journal import AssertEquals, JournalStore, Put, Remove, StoreState
 from limno.ksuid import ksuid
+from limno.pools.settings import PoolSettings
 from limno.storage import Storage
 
 __all__ = ["KINDS", "PoolConfig", "PoolRegistry", "validate_pool_name"]
@@ -46,7 +47,7 @@ class PoolConfig:
     target_size: int = 256 * 1024 * 1024
     schema: Mapping[str, Any] | None = None
     created: str = ""
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: PoolSettings = field(default_factory=PoolSettings)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,7 +58,7 @@ class PoolConfig:
             "target_size": self.target_size,
             "schema": None if self.schema is None else dict(self.schema),
             "created": self.created,
-            "settings": dict(self.settings),
+            "settings": self.settings.to_json(),
         }
 
     @classmethod
@@ -70,7 +71,7 @@ class PoolConfig:
             target_size=int(d.get("target_size", 256 * 1024 * 1024)),
             schema=d.get("schema"),
             created=d.get("created", ""),
-            settings=dict(d.get("settings", {})),
+            settings=PoolSettings.from_json(d.get("settings")),
         )
 
 

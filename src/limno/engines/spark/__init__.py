@@ -20,22 +20,31 @@ Modules: :mod:`._session` (sessions, jars, s3a), :mod:`._types` (Arrow and
 Spark types), :mod:`._read` (snapshots as native Parquet scans), :mod:`._write`
 (bulk import of DataFrames, compaction tasks), :mod:`._native` (bulk import
 written by Spark's own Parquet writer, then described and published),
-:mod:`._load` (bulk import of files, the ``auto`` engine choice), :mod:`._query`
+:mod:`._load` (bulk import of files; the ``auto`` choice is in
+:mod:`limno.engines.choice`), :mod:`._query`
 (SQL), :mod:`._source` (``format("limno")``, a Python Data Source).
 """
 
 from __future__ import annotations
 
-from ._load import load, use_spark
+from ._load import load
 from ._query import query, sql, table
 from ._read import frame, read, scan
 from ._session import hadoop_uri, jars, jars_dir, session, spark_conf
 from ._source import LimnoDataSource, register
-from ._write import commit_objects, merge_groups, merge_sorted_objects, write, write_objects
+from ._write import (
+    commit_objects,
+    compaction_runner,
+    merge_groups,
+    merge_sorted_objects,
+    write,
+    write_objects,
+)
 
 __all__ = [
     "LimnoDataSource",
     "commit_objects",
+    "compaction_runner",
     "frame",
     "hadoop_uri",
     "jars",
@@ -51,7 +60,6 @@ __all__ = [
     "spark_conf",
     "sql",
     "table",
-    "use_spark",
     "write",
     "write_objects",
 ]

@@ -1,4 +1,4 @@
-"""``load --engine spark``: bulk import of input files on Spark, and the ``auto`` choice.
+"""``load --engine spark``: bulk import of input files on Spark.
 
 Inputs are read by limno's own readers (every format, compression and widening
 rule of the local ``load``, with the same error messages), one Spark task per
@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from limno.core.commits import Commit
+from limno.data.objects import schema_from_b64, schema_to_b64
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
-from limno.pools.records.objects import schema_from_b64, schema_to_b64
 
 from ._read import OBJ_COL, ROW_COL, ParquetPart, frame, open_pool
 from ._session import LakeSpec, session, translate_errors
@@ -39,48 +39,10 @@ if TYPE_CHECKING:
     from limno.lake import Lake
     from limno.pools.records.pool import RecordPool
 
-__all__ = ["AUTO_THRESHOLD", "load", "parse_size", "spark_available", "use_spark"]
-
-#: ``--engine auto`` runs on Spark from this much input (``LIMNO_SPARK_THRESHOLD``)
-AUTO_THRESHOLD = 1024**3
+__all__ = ["load"]
 
 #: a staged part is cut after this many (Arrow) bytes
 PART_BYTES = 128 * 2**20
-
-
-def parse_size(text: str) -> int:
-    """``1GB``, ``512MB``, ``64k``, ``1000`` → bytes (binary multiples)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = 1
-    for suffix, m in (("K", 2**10), ("M", 2**20), ("G", 2**30), ("T", 2**40)):
-        if t.endswith(suffix):
-            t, mult = t[:-1], m
-            break
-    try:
-        return int(float(t) * mult)
-    except ValueError:
-        raise InvalidInputError(f"invalid size {text!r} (e.g. 512MB, 2GB)") from None
-
-
-def spark_available() -> bool:
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def use_spark(engine: str, size: int) -> bool:
-    """Whether ``--engine`` (``local``, ``spark`` or ``auto``) runs on Spark for
-    ``size`` bytes of work: ``auto`` means Spark from ``LIMNO_SPARK_THRESHOLD``
-    (default 1 GiB) on, when PySpark is installed."""
-    if engine not in ("local", "spark", "auto"):
-        raise InvalidInputError(f"unknown engine {engine!r} (local, spark or auto)")
-    if engine != "auto":
-        return engine == "spark"
-    env = os.environ.get("LIMNO_SPARK_THRESHOLD")
-    threshold = parse_size(env) if env else AUTO_THRESHOLD
-    return size >= threshold and spark_available()
 
 
 def load(
@@ -178,7 +140,7 @@ def _stage_file(
     store: Any, pool_id: str, typed: Any, name: str, path: str, fmt: str | None
 ) -> list[tuple[str, str]]:
     """Read one input and upload it as Parquet parts; ``(path, schema_b64)`` of each."""
-    from limno.pools.records._readers import read_records
+    from limno.data.readers import read_records
 
     written: list[tuple[str, str]] = []
     writer: pq.ParquetWriter | None = None

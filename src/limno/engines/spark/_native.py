@@ -64,10 +64,10 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from limno.data.objects import DataObject, data_path, schema_to_b64
+from limno.data.writer import delete_objects
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
-from limno.pools.records._writer import delete_objects
-from limno.pools.records.objects import DataObject, data_path, schema_to_b64
 
 from ._session import LakeSpec, hadoop_uri, session_conf, translate_errors
 
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-    from limno.pools.records.keys import PoolKey
+    from limno.data.keys import PoolKey
     from limno.pools.records.pool import RecordPool
     from limno.storage import Storage
 
@@ -390,8 +390,8 @@ def describe_part(
     reason)`` when its schema is not ``want_b64``. The staged file is left in place
     (a retried attempt finds it again); a failure deletes what this call published.
     """
-    from limno.pools.records._io import open_parquet
-    from limno.pools.records.sketches import write_sketch
+    from limno.data.parquet import open_parquet
+    from limno.data.sketches import write_sketch
 
     pf = open_parquet(store, path, size)
     schema = pf.schema_arrow.remove_metadata()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from limno.engines.sql_safety import NO_ACCESS, QUERY_FORMS, refuse, tree_nodes
+from limno.data.sql_safety import NO_ACCESS, QUERY_FORMS, refuse, tree_nodes
 from limno.errors import InvalidInputError
 
 from ._read import read
@@ -84,13 +84,11 @@ _QUERY_WORDS = frozenset({"", "WITH", "SELECT", "FROM", "VALUES", "TABLE"})
 def table(lake: Lake, name: str, spark: SparkSession | None = None) -> DataFrame:
     """The DataFrame a SQL table name stands for (see the module docstring)."""
     from limno.core.refs import parse_pool_ref
-    from limno.engines.local import meta_table
 
     spark = session(spark=spark)
     ref, sep, meta = name.rpartition(":")
     if sep:
-        arrow = meta_table(lake, ref, meta)
-        return spark.createDataFrame(arrow)
+        return spark.createDataFrame(lake.meta_table(ref, meta))
     pool_name, at = parse_pool_ref(name)
     return read(lake.pool(pool_name), at, spark=spark)
 

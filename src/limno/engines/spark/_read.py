@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from limno.data.keys import PoolKey
+from limno.data.objects import DataObject, data_path
+from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError
-from limno.pools.records._schema import conform, unify
-from limno.pools.records.keys import PoolKey
-from limno.pools.records.objects import DataObject, data_path
 from limno.storage import Storage
 
 from ._session import LakeSpec, hadoop_uri, session
@@ -181,7 +181,7 @@ def _arrow_read(
     paths = spark.createDataFrame(rows, "path string, ordinal int").repartition(parallel)
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from limno.pools.records._io import open_parquet
+        from limno.data.parquet import open_parquet
 
         store = spec.open()
         for batch in batches:
@@ -264,8 +264,7 @@ def _snapshot(
         hi_sk = None if hi is None else rp.key.sort_key(hi)
         keep = {data_path(rp.id, o.id) for o in objs if o.overlaps(rp.key, lo_sk, hi_sk)}
         parts = [p for p in parts if p.path in keep]
-    settings = getattr(rp.config, "settings", None) or {}
-    if settings.get("iterators") or any(getattr(o, "clip", None) is not None for o in objs):
+    if rp.iterators or any(o.clip is not None for o in objs):
         # iterators (dedup, aggregation, age-off) and objects clipped by a partition
         # split need limno's merge-on-read: one task per cluster of overlapping objects
         return _merged(spark, rp, objs, target, lo, hi, positions), target
@@ -292,7 +291,7 @@ def _merged(
 ) -> DataFrame:
     """A snapshot read by limno's merge-on-read (and the pool's iterators), in Spark
     tasks: one per cluster of objects whose key ranges overlap."""
-    from limno.pools.records import _scan
+    from limno.data import scan as _scan
 
     clusters = _scan.plan(objs, rp.key, lo, hi)
     spec = LakeSpec.of(rp.storage)

@@ -37,10 +37,10 @@ from pyspark.sql.datasource import (
 
 from limno.core.commits import Action
 from limno.core.leases import Leases
+from limno.data.keys import PoolKey
+from limno.data.objects import DataObject
+from limno.data.writer import delete_objects
 from limno.errors import InvalidInputError
-from limno.pools.records._writer import delete_objects
-from limno.pools.records.keys import PoolKey
-from limno.pools.records.objects import DataObject
 
 from ._read import open_pool
 from ._session import LakeSpec
@@ -104,7 +104,7 @@ class LimnoDataSource(DataSource):
 
 
 def _snapshot_schema(objs: Sequence[DataObject]) -> pa.Schema:
-    from limno.pools.records._schema import unify
+    from limno.data.schema import unify
 
     return unify(o.schema for o in objs if o.schema_b64)
 
@@ -117,7 +117,7 @@ class _Cluster(InputPartition):
 
 class _Reader(DataSourceReader):
     def __init__(self, pool: RecordPool, objs: Sequence[DataObject]) -> None:
-        from limno.pools.records import _scan
+        from limno.data import scan as _scan
 
         self.spec = LakeSpec.of(pool.storage)
         self.pool_id = pool.id
@@ -129,9 +129,9 @@ class _Reader(DataSourceReader):
         return [_Cluster(c) for c in self.clusters]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from limno.data import scan as _scan
+        from limno.data.schema import conform, unify
         from limno.lake import Lake
-        from limno.pools.records import _scan
-        from limno.pools.records._schema import conform, unify
 
         assert isinstance(partition, _Cluster)
         store = self.spec.open()

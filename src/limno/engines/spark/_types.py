@@ -1,7 +1,7 @@
 """Arrow types (what limno stores and unifies) as Spark types, and which reads are native.
 
 Every column of a pool has an Arrow type: the one limno's widening rule
-(:mod:`limno.pools.records._schema`) gives over the snapshot's objects. Spark holds
+(:mod:`limno.data.schema`) gives over the snapshot's objects. Spark holds
 some Arrow types as others (unsigned integers as wider signed ones, ``uint64`` as
 ``decimal(20,0)``, every timestamp in microseconds, large strings as strings...):
 :func:`spark_arrow_type` is the Arrow type Spark holds a type's values as, and
@@ -167,7 +167,7 @@ def _numeric(t: pa.DataType) -> bool:
 
 def castable(src: pa.DataType, dst: pa.DataType) -> bool:
     """Whether Spark's CAST from ``src`` to ``dst`` (their Spark forms) gives the values
-    limno's :func:`~limno.pools.records._schema.conform` does. Text renderings and
+    limno's :func:`~limno.data.schema.conform` does. Text renderings and
     nested types are left to limno's own code."""
     s, d = spark_arrow_type(src), spark_arrow_type(dst)
     if s == d:

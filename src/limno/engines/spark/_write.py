@@ -16,7 +16,7 @@ Python.
 When Spark cannot store exactly what limno would (some types, a typed pool
 schema, a non-UTC session time zone with timestamps...), or with
 ``native=False``, each task instead hands its sorted range to limno's own writer
-(:func:`~limno.pools.records._writer.write_sorted`: KSUID names, small row groups
+(:func:`~limno.data.writer.write_sorted`: KSUID names, small row groups
 with statistics and a page index, objects cut at the pool's target size, the
 metadata of each: rows, size, min/max key, keyless count, Arrow schema).
 
@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from limno.core.commits import Commit
+from limno.data.objects import DataObject
+from limno.data.writer import delete_objects
 from limno.errors import InvalidInputError
-from limno.pools.records._writer import delete_objects
-from limno.pools.records.objects import DataObject
+from limno.pools.records.compaction import merge_clipped
 
 from ._read import key_columns, open_pool
 from ._session import LakeSpec, session, session_conf, translate_errors
@@ -55,12 +56,13 @@ from ._session import LakeSpec, session, session_conf, translate_errors
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from limno.data.keys import PoolKey
     from limno.lake import Lake
-    from limno.pools.records.keys import PoolKey
     from limno.pools.records.pool import RecordPool
 
 __all__ = [
     "commit_objects",
+    "compaction_runner",
     "merge_groups",
     "merge_sorted_objects",
     "sample_bounds",
@@ -220,8 +222,8 @@ def sample_bounds(df: DataFrame, key: PoolKey, partitions: int) -> list[tuple[An
     its keys are ordered by limno (descending fields, NaN after numbers). None when
     Spark has no row estimate for ``df`` (then its own range partitioner samples).
     """
-    from limno.pools.records.keys import KeyField
-    from limno.pools.records.keys import PoolKey as PoolKeyCls
+    from limno.data.keys import KeyField
+    from limno.data.keys import PoolKey as PoolKeyCls
 
     if partitions <= 1:
         return []
@@ -361,7 +363,7 @@ def write_objects(
         with translate_errors("spark write"):
             bounds = sample_bounds(df, key, n)
     if keep_order is None:  # where the order of equal keys decides what a read returns
-        keep_order = bool(pool.config.settings.get("iterators"))
+        keep_order = bool(pool.config.settings.iterators)
     if not tiebreak and keep_order:
         df = df.withColumn(SEQ_COL, F.monotonically_increasing_id())
         tiebreak = (SEQ_COL,)
@@ -396,7 +398,7 @@ def write_objects(
         import dataclasses
         import itertools
 
-        from limno.pools.records._writer import write_sorted
+        from limno.data.writer import write_sorted
 
         store = spec.open()
 
@@ -537,9 +539,9 @@ Merge = Callable[["RecordPool", Sequence[DataObject]], Sequence[DataObject]]
 def merge_sorted_objects(pool: RecordPool, objs: Sequence[DataObject]) -> list[DataObject]:
     """The default merge: the group's rows merged in key order (merge-on-read, the
     pool's iterators applied) and written as sorted objects of the target size."""
-    from limno.pools.records import _scan
-    from limno.pools.records._schema import conform, unify
-    from limno.pools.records._writer import write_sorted
+    from limno.data import scan as _scan
+    from limno.data.schema import conform, unify
+    from limno.data.writer import write_sorted
 
     target = unify(o.schema for o in objs if o.schema_b64)
     raw = _scan.scan(pool.storage, pool.id, objs, pool.key)
@@ -590,3 +592,9 @@ def merge_groups(
     for r in rows:
         out[r[0]].append(DataObject.from_json(json.loads(r[1])))
     return out
+
+
+def compaction_runner(pool: RecordPool, groups: list[list[DataObject]]) -> list[list[DataObject]]:
+    """A compaction runner (``RecordPool.compact(runner=...)``): each job's merge as a
+    Spark task, the commit on the driver as for a local compaction."""
+    return merge_groups(pool, groups, merge_clipped)

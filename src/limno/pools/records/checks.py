@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from limno.core.committed import EMPTY, RangeRef
+from limno.data.objects import DataObject, data_path
+from limno.data.parquet import open_parquet
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.faults import Fault
-from limno.pools.records._io import open_parquet
-from limno.pools.records.objects import DataObject, data_path
 from limno.pools.records.partitions import is_partition_key
-from limno.pools.registry import PoolConfig
 from limno.pools.vacuum import expired_path, retained_keys
+from limno.storage import Storage
 
 if TYPE_CHECKING:
-    from limno.lake import Lake
+    from limno.pools.records.pool import RecordPool
 
 __all__ = ["check_object", "verify_pool"]
 
@@ -47,8 +47,9 @@ RESTORE = (
 )
 
 
-def verify_pool(lake: Lake, config: PoolConfig, deep: bool = False) -> Iterator[Fault]:
-    pool = lake.pool(config.id)
+def verify_pool(pool: RecordPool, deep: bool = False) -> Iterator[Fault]:
+    """Every broken invariant of one record pool (see the module docstring)."""
+    config = pool.config
     v = pool.versioned
     where = f"{config.id}/branches"
     journal_faults = list(v.refs.journal.verify())
@@ -116,7 +117,7 @@ def verify_pool(lake: Lake, config: PoolConfig, deep: bool = False) -> Iterator[
                 continue
             checked_objects.add(oid)
             yield from check_object(
-                lake, pool.id, DataObject.from_json(value), pool, deep, needed=oid in needed
+                pool.storage, pool.id, DataObject.from_json(value), pool, deep, needed=oid in needed
             )
 
 
@@ -175,7 +176,7 @@ def _needed_keys(pool: Any, heads: list[str]) -> set[str]:
 
 
 def check_object(
-    lake: Lake,
+    storage: Storage,
     pool_id: str,
     obj: DataObject,
     pool: Any,
@@ -189,12 +190,12 @@ def check_object(
     """
     path = data_path(pool_id, obj.id)
     try:
-        info = lake.storage.head(path)
+        info = storage.head(path)
     except NotFoundError:
         if needed:
             why = "a branch, tag or retained commit holds it"
             yield Fault(path, f"referenced data object is missing ({why})", RESTORE)
-        elif not lake.storage.exists(expired_path(pool_id, obj.id)):
+        elif not storage.exists(expired_path(pool_id, obj.id)):
             why = "no tombstone says vacuum removed it"
             yield Fault(path, f"referenced data object is missing ({why})", RESTORE)
         return
@@ -203,7 +204,7 @@ def check_object(
         return
     if not deep:
         try:
-            rows = open_parquet(lake.storage, path).metadata.num_rows
+            rows = open_parquet(storage, path).metadata.num_rows
         except (LimnoError, pa.ArrowException, OSError) as e:
             reason = (
                 e.reason if isinstance(e, CorruptError) and e.reason else str(e).splitlines()[0]
@@ -214,7 +215,7 @@ def check_object(
             yield Fault(path, f"{rows} rows, recorded {obj.rows}", RESTORE)
         return
     try:
-        table = _read_verified(lake, path)
+        table = _read_verified(storage, path)
     except (LimnoError, pa.ArrowException, OSError) as e:
         reason = e.reason if isinstance(e, CorruptError) and e.reason else str(e).splitlines()[0]
         yield Fault(path, f"unreadable Parquet ({reason})", RESTORE)
@@ -248,11 +249,11 @@ def check_object(
             )
 
 
-def _read_verified(lake: Lake, path: str) -> pa.Table:
+def _read_verified(storage: Storage, path: str) -> pa.Table:
     """An object's rows, its pages' checksums verified where the writer stored them."""
     import pyarrow.parquet as pq
 
-    local = lake.storage.local_path(path)
-    source: Any = local if local is not None else pa.BufferReader(lake.storage.get(path))
+    local = storage.local_path(path)
+    source: Any = local if local is not None else pa.BufferReader(storage.get(path))
     with pq.ParquetFile(source, page_checksum_verification=True) as f:
         return f.read()

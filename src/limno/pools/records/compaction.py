@@ -30,26 +30,28 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from limno.core.commits import Action, Commit
+from limno.data.objects import DataObject, lineage
+from limno.data.scan import scan
+from limno.data.sort import prefetched
+from limno.data.writer import write_sorted
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
-from limno.pools.records.objects import DataObject, lineage
 from limno.pools.records.partitions import PartitionTree, retarget
+from limno.pools.settings import COMPACTION_STRATEGIES
 
 if TYPE_CHECKING:
     from limno.pools.records.pool import RecordPool
 
 __all__ = ["STRATEGIES", "CompactionJob", "JobResult", "plan_jobs", "run_jobs"]
 
-STRATEGIES = ("size-ratio", "basic", "overlap")
-DEFAULT_RATIO = 3.0
-DEFAULT_BATCH = 12
+STRATEGIES = COMPACTION_STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -81,24 +83,12 @@ def order_key(obj: DataObject) -> tuple[str, str]:
     return (obj.created, obj.id)
 
 
-def strategy_settings(settings: Mapping[str, Any]) -> tuple[str, float, int]:
-    conf = settings.get("compaction", {}) or {}
-    name = conf.get("strategy", "size-ratio")
-    if name not in STRATEGIES:
-        raise InvalidInputError(f"unknown compaction strategy {name!r} (one of {STRATEGIES})")
-    ratio = float(conf.get("ratio", DEFAULT_RATIO))
-    batch = int(conf.get("batch", DEFAULT_BATCH))
-    if ratio < 1 or batch < 2:
-        raise InvalidInputError("compaction needs ratio >= 1 and batch >= 2")
-    return name, ratio, batch
-
-
 def plan_jobs(
     tree: PartitionTree,
     objects: Sequence[DataObject],
     strategy: str = "size-ratio",
-    ratio: float = DEFAULT_RATIO,
-    batch: int = DEFAULT_BATCH,
+    ratio: float = 3.0,
+    batch: int = 12,
     ordered: bool = False,
 ) -> list[CompactionJob]:
     """Jobs the strategy picks, leaf by leaf (``ordered``: inputs must be consecutive)."""
@@ -199,16 +189,6 @@ def local_runner(pool: RecordPool, groups: list[list[DataObject]]) -> list[list[
     return [merge_clipped(pool, g) for g in groups]
 
 
-def spark_runner(pool: RecordPool, groups: list[list[DataObject]]) -> list[list[DataObject]]:
-    """Run each group's merge as a Spark task (see limno.engines.spark.merge_groups)."""
-    from limno.engines.spark import merge_groups
-
-    return merge_groups(pool, groups, merge_clipped)
-
-
-RUNNERS: dict[str, Runner] = {"local": local_runner, "spark": spark_runner}
-
-
 def run_jobs(
     pool: RecordPool,
     branch: str,
@@ -243,7 +223,8 @@ def run_jobs(
                 ]
             )
         started = time.monotonic()
-        merged = runner(pool, groups)
+        with pool.reading([o for g in groups for o in g]):
+            merged = runner(pool, groups)
         seconds = (time.monotonic() - started) / max(1, len(jobs))
         actions: list[Action] = []
         results: list[JobResult] = []
@@ -292,21 +273,25 @@ def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataOb
     sketches: written, not committed. The rows read are reported in each output's
     ``extra["rows_in"]`` (summed by the caller), so this works as a Spark task too.
     """
-    from limno.pools.records import _scan, _writer
-    from limno.pools.records._sort import prefetched
-
     rows_in = 0
 
     def counted() -> Iterator[pa.Table]:
         nonlocal rows_in
-        for t in _scan.scan(pool.storage, pool.id, inputs, pool.key):
+        for t in scan(pool.storage, pool.id, inputs, pool.key):
             rows_in += t.num_rows
             yield t
 
     # the merge runs a step ahead in a thread while this one encodes (both mostly
     # outside the GIL: Parquet decoding, sorting and encoding)
     merged = prefetched(pool.iterated(counted()), "limno-compact")
-    outputs = _writer.write_sorted(pool.storage, pool.id, merged, pool.key, pool.config.target_size)
+    outputs = write_sorted(
+        pool.storage,
+        pool.id,
+        merged,
+        pool.key,
+        pool.config.target_size,
+        is_removed=pool.is_removed,
+    )
     done = []
     for i, out in enumerate(outputs):
         done.append(dataclasses.replace(out, extra={"rows_in": rows_in if i == 0 else 0}))

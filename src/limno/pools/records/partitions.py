@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from limno.core.commits import Action
+from limno.data.keys import PoolKey, decode_key, encode_key
+from limno.data.objects import DataObject
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
-from limno.pools.records.keys import PoolKey, decode_key, encode_key
-from limno.pools.records.objects import DataObject
 
 __all__ = ["PARTITION_PREFIX", "ROOT_ID", "Partition", "PartitionTree", "is_partition_key"]
 

@@ -13,24 +13,32 @@ import contextlib
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
-from limno.errors import InvalidInputError, NotFoundError
+from limno.data import iterators, scan, writer
+from limno.data.input_checks import check_arrow, check_schema, without_empty_structs
+from limno.data.iterators import IteratorSpec
+from limno.data.keys import PoolKey, key_family
+from limno.data.objects import DataObject, data_path, lineage
+from limno.data.parquet import open_parquet
+from limno.data.predicates import filter_rows
+from limno.data.readers import read_records
+from limno.data.schema import conform, unify
+from limno.data.typed_schema import TypedSchema
+from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
 from limno.ksuid import ksuid
+from limno.pools import inspect
 from limno.pools.branching import Branching
-from limno.pools.records.keys import PoolKey
-from limno.pools.records.objects import DataObject, data_path, lineage
+from limno.pools.records import compaction, splitting
+from limno.pools.records.compaction import Runner, local_runner, order_key
 from limno.pools.records.partitions import PartitionTree, is_partition_key
-from limno.pools.records.typed_schema import TypedSchema
-from limno.pools.registry import PoolConfig
+from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
-
-if TYPE_CHECKING:
-    from limno.lake import Lake
+from limno.storage import Storage
 
 __all__ = ["RecordPool"]
 
@@ -43,14 +51,14 @@ Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 class RecordPool(Branching):
     """A record pool of a lake (git operations come from :class:`Branching`)."""
 
-    def __init__(self, lake: Lake, config: PoolConfig) -> None:
+    def __init__(self, storage: Storage, config: PoolConfig, registry: PoolRegistry) -> None:
         if config.kind != "records" or not config.key:
             raise InvalidInputError(f"pool {config.name!r} is not a record pool")
-        self.lake = lake
+        self.storage = storage
         self.config = config
-        self.storage = lake.storage
+        self.registry = registry
         self.key = PoolKey.parse(config.key)
-        self.versioned = Versioned(lake.storage, config.id, config.name)
+        self.versioned = Versioned(storage, config.id, config.name)
         self.versioned.hooks.specs = self.hook_specs()
         self.schema = TypedSchema.from_json(config.schema) if config.schema else None
         self.sort_memory = SORT_MEMORY
@@ -72,7 +80,6 @@ class RecordPool(Branching):
         self, ref: str | None = None, as_of: dt.datetime | None = None
     ) -> tuple[list[DataObject], PartitionTree]:
         """A ref's stored object entries (in write order) and its partition tree."""
-        from limno.pools.records.compaction import order_key
 
         entries = self.versioned.entries_at(self.resolve(ref, as_of))
         tree = PartitionTree.from_entries(entries.items(), self.key)
@@ -101,21 +108,17 @@ class RecordPool(Branching):
         return self.snapshot(ref)[1]
 
     @property
-    def iterators(self) -> Any:
+    def iterators(self) -> IteratorSpec:
         """The pool's iterator spec (falsy when it has none)."""
-        from limno.pools.records._iterators import IteratorSpec
-
-        spec = self.config.settings.get("iterators")
-        return IteratorSpec.from_json(spec) if spec else IteratorSpec.from_json({})
+        return self.config.settings.iterators
 
     def iterated(self, tables: Iterable[pa.Table], reverse: bool = False) -> Iterator[pa.Table]:
         """Apply the pool's iterators to a stream in key order (identity without any)."""
-        if not self.config.settings.get("iterators"):
+        if not self.config.settings.iterators:
             yield from tables
             return
-        from limno.pools.records import _iterators
 
-        yield from _iterators.apply(tables, self.key, self.iterators, reverse=reverse)
+        yield from iterators.apply(tables, self.key, self.iterators, reverse=reverse)
 
     def log(
         self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
@@ -152,7 +155,7 @@ class RecordPool(Branching):
             found = [o.schema.field(top) for o in objs if top in o.schema.names]
             typ: pa.DataType = pa.string()
             if found:
-                from limno.pools.records._schema import unify
+                from limno.data.schema import unify
 
                 typ = _nested_type(unify(pa.schema([f]) for f in found), self.key.fields[i].path)
             out.append(typ)
@@ -181,13 +184,11 @@ class RecordPool(Branching):
         """Scan ``objs``; every chunk has the columns of the objects' unified schema, in
         its order, so a stream's chunks (and two scans of one snapshot) line up."""
         lo, hi = self._bounds(objs, start, end)
-        from limno.pools.records import _scan
-        from limno.pools.records._schema import conform, unify
 
         target = unify(o.schema for o in objs if o.schema_b64)
-        iterating = bool(self.config.settings.get("iterators"))
-        with self._expired_check(objs):
-            raw = _scan.scan(
+        iterating = bool(self.config.settings.iterators)
+        with self.reading(objs):
+            raw = scan.scan(
                 self.storage, self.id, objs, self.key, lo, hi, order, None if iterating else limit
             )
             left = limit
@@ -202,11 +203,20 @@ class RecordPool(Branching):
                 if left == 0:
                     return
 
+    def is_removed(self, object_id: str) -> bool:
+        """Whether vacuum removed the object ``object_id`` on purpose (a tombstone)."""
+        return self.storage.exists(expired_path(self.id, object_id))
+
     @contextlib.contextmanager
-    def _expired_check(self, objs: Sequence[DataObject]) -> Iterator[None]:
-        """Tell "removed by vacuum" apart from "lost" when an object is missing."""
+    def reading(self, objs: Sequence[DataObject] = ()) -> Iterator[None]:
+        """Errors of reading this pool's objects, told apart: a missing object that
+        vacuum removed on purpose says so, and a damaged one is named with the pool."""
         try:
             yield
+        except DamagedObjectError as e:
+            if e.pool != self.id:
+                raise
+            raise damaged_object(e.path, self.name, e.reason) from e
         except NotFoundError:
             for o in objs:
                 if self.storage.exists(expired_path(self.id, o.id)):
@@ -246,30 +256,26 @@ class RecordPool(Branching):
             if len(bound) != len(self.key.fields):
                 raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
             parsed.append(bound)
-        from limno.pools.records import _scan
 
-        with self._expired_check(objs):
-            found = _scan.lookup(self.storage, self.id, objs, self.key, parsed)
-        if found.num_rows and self.config.settings.get("iterators"):
+        with self.reading(objs):
+            found = scan.lookup(self.storage, self.id, objs, self.key, parsed)
+        if found.num_rows and self.config.settings.iterators:
             found = _concat(list(self.iterated([found])))
         return found
 
     def read_object(self, obj: DataObject) -> pa.Table:
         """An object's rows (only its clip range when it is clipped), in key order."""
-        from limno.pools.records._io import open_parquet
 
         if obj.clip is not None:
-            from limno.pools.records import _scan
-
-            return _concat(list(_scan.scan(self.storage, self.id, [obj], self.key)))
+            return _concat(list(scan.scan(self.storage, self.id, [obj], self.key)))
         return open_parquet(self.storage, data_path(self.id, obj.id)).read()
 
     def table(self, ref: str | None = None, as_of: dt.datetime | None = None) -> pa.Table:
         """Every record of a snapshot (unsorted across objects), schemas unified."""
         objs = self.objects(ref, as_of)
-        if self.config.settings.get("iterators") or any(o.clip is not None for o in objs):
+        if self.config.settings.iterators or any(o.clip is not None for o in objs):
             return _concat(list(self._scan_objects(objs, None, None, "asc", None)))
-        with self._expired_check(objs):
+        with self.reading(objs):
             return _concat(
                 [self.read_object(o) for o in objs], [o.schema for o in objs if o.schema_b64]
             )
@@ -283,13 +289,6 @@ class RecordPool(Branching):
     ) -> Iterator[pa.RecordBatch]:
         """Every source's batches, checked. ``origins`` collects, per key field index and
         key family, the first source that brought it (see :meth:`check_key_types`)."""
-        from limno.pools.records._input_checks import (
-            check_arrow,
-            check_schema,
-            without_empty_structs,
-        )
-        from limno.pools.records._readers import read_records
-        from limno.pools.records.keys import key_family
 
         for src in sources:
             arrow = isinstance(src, pa.Table | pa.RecordBatch)
@@ -332,11 +331,10 @@ class RecordPool(Branching):
         leaf (and references it), as Sleeper's ingest writes one file per leaf. With
         ``check_keys``, keys that cannot sort with the branch's are refused
         (:meth:`check_key_types`) and nothing is left written."""
-        from limno.pools.records import _writer
 
         current, tree = self.snapshot(branch)
         origins: dict[tuple[int, str], str] = {}
-        objs = _writer.sort_and_write(
+        objs = writer.sort_and_write(
             self.storage,
             self.id,
             self._batches(sources, fmt, origins),
@@ -344,6 +342,7 @@ class RecordPool(Branching):
             self.config.target_size,
             memory_limit=self.sort_memory,
             bounds=tree.lower_bounds(),
+            is_removed=self.is_removed,
         )
         if not objs:
             raise InvalidInputError("no records to load")
@@ -351,7 +350,7 @@ class RecordPool(Branching):
             try:
                 self.check_key_types(current, objs, origins)
             except InvalidInputError:
-                _writer.delete_objects(self.storage, self.id, objs)
+                writer.delete_objects(self.storage, self.id, objs)
                 raise
         return tree.referencing(objs)
 
@@ -366,7 +365,6 @@ class RecordPool(Branching):
 
         ``origins`` (from :meth:`_batches`) names the input that brought a key family
         into ``new``; the error starts with it, so it says which input to fix."""
-        from limno.pools.records.keys import key_family
 
         origins = origins or {}
         for i, name in enumerate(self.key.names):
@@ -502,9 +500,6 @@ class RecordPool(Branching):
         self, predicate: str, branch: str = "main", message: str = "", author: str | None = None
     ) -> Commit:
         """Delete the rows matching a SQL predicate, rewriting only the objects that hold some."""
-        from limno.engines.local import filter_rows
-        from limno.pools.records import _writer
-        from limno.pools.records.compaction import order_key
 
         with self.versioned.writing("delete") as since:
             head = self.versioned.head(branch)
@@ -517,21 +512,22 @@ class RecordPool(Branching):
             stored = {o.id: o for o in snapshot}
             for oid, parts in pieces.items():
                 obj = stored[oid]
-                kept, matched = filter_rows(
-                    _concat([self.read_object(p) for p in parts]), predicate
-                )
+                with self.reading(parts):
+                    rows = _concat([self.read_object(p) for p in parts])
+                kept, matched = filter_rows(rows, predicate)
                 if not matched:
                     continue
                 deleted += matched
                 actions.append(Action("delete", obj.id, obj.to_json()))
                 if kept.num_rows:
-                    written = _writer.write_sorted(
+                    written = writer.write_sorted(
                         self.storage,
                         self.id,
                         [kept],
                         self.key,
                         self.config.target_size,
                         bounds=tree.lower_bounds(),
+                        is_removed=self.is_removed,
                     )
                     for new in tree.referencing(written):
                         extra = {**dict(new.extra), "order": list(order_key(obj))}
@@ -576,14 +572,14 @@ class RecordPool(Branching):
         strategy: str | None = None,
         message: str = "",
         author: str | None = None,
-        engine: str = "local",
+        runner: Runner = local_runner,
     ) -> tuple[Commit | None, list[Any]]:
         """Compact ``ids`` (merged per leaf partition), or the jobs the strategy picks.
 
         One commit for everything; (None, []) when the strategy finds nothing to do.
-        ``engine="spark"`` runs each job's merge as a Spark task.
+        ``runner`` merges the jobs' objects: here by default, or as Spark tasks
+        (``limno.engines.spark.compaction_runner``).
         """
-        from limno.pools.records import compaction
 
         objs, tree = self.snapshot(branch)
         if ids:
@@ -597,30 +593,38 @@ class RecordPool(Branching):
                 if group:
                     jobs.append(compaction.CompactionJob(ksuid(), leaf.id, tuple(group)))
         else:
-            name, ratio, batch = compaction.strategy_settings(self.config.settings)
-            ordered = (
-                bool(self.iterators.needs_order) if self.config.settings.get("iterators") else False
+            c = self.config.settings.compaction
+            ordered = bool(self.iterators) and self.iterators.needs_order
+            jobs = compaction.plan_jobs(
+                tree, objs, strategy or c.strategy, c.ratio, c.batch, ordered
             )
-            jobs = compaction.plan_jobs(tree, objs, strategy or name, ratio, batch, ordered)
         if not jobs:
             return None, []
-        if engine not in compaction.RUNNERS:
-            raise InvalidInputError(f"unknown engine {engine!r} (local or spark)")
-        runner = compaction.RUNNERS[engine]
         commit, results = compaction.run_jobs(self, branch, jobs, message, author, runner)
         return commit, results
 
+    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+        """The reports of ``limno status``: partitions, files, jobs, ingest jobs."""
+        return inspect.status_tables(self, ref, limit)
+
+    def meta_table(self, name: str, ref: str | None = None) -> pa.Table:
+        """A meta table of this pool (``objects``, ``commits``, ``branches``, ``partitions``)."""
+        return inspect.pool_table(self, name, ref)
+
     def split(self, partition: str, branch: str = "main", at: Any = None) -> Commit | None:
-        """Split a leaf partition (at ``at``, else at its median); None if it cannot be."""
-        from limno.pools.records import splitting
+        """Split a leaf partition (at ``at``, else at its median); None if it cannot be.
+
+        ``at`` is a value of the first key field, or text parsed into its type.
+        """
+        if isinstance(at, str):
+            parsed = self._bound(at, self.key_types(self.objects(branch)))
+            at = None if parsed is None else parsed[0]
 
         return splitting.split_leaf(self, branch, partition, at)
 
     @property
     def split_threshold(self) -> int:
-        from limno.pools.records.splitting import DEFAULT_SPLIT_THRESHOLD
-
-        return int(self.config.settings.get("split_threshold", DEFAULT_SPLIT_THRESHOLD))
+        return self.config.settings.split_threshold
 
     def vacuum(
         self,
@@ -640,10 +644,7 @@ class RecordPool(Branching):
 
     def retention(self) -> dict[str, dt.timedelta] | None:
         """The pool's configured retention windows by branch glob (None: keep all)."""
-        rules = self.config.settings.get("retention")
-        if not rules:
-            return None
-        return {glob: dt.timedelta(seconds=float(secs)) for glob, secs in rules.items()}
+        return dict(self.config.settings.retention) or None
 
 
 def _key_types(schema: pa.Schema, key: PoolKey) -> list[pa.DataType | None]:
@@ -673,7 +674,6 @@ def _nested_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
 
 def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa.Table:
     """Concatenate ``tables`` under one schema: ``schemas`` first fix the column order."""
-    from limno.pools.records._schema import conform, unify
 
     tables = [t for t in tables if t.num_columns or t.num_rows]
     if not tables:

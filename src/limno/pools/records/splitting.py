@@ -17,9 +17,10 @@ import pyarrow as pa
 
 from limno.core.commits import Commit
 from limno.core.committed import _LRU
-from limno.pools.records.objects import DataObject
+from limno.data.objects import DataObject
+from limno.data.sketches import KeySketch, merged, read_sketch, sort_rank
 from limno.pools.records.partitions import Partition, PartitionTree
-from limno.pools.records.sketches import KeySketch, merged, read_sketch, sort_rank
+from limno.pools.settings import DEFAULT_SPLIT_THRESHOLD
 
 if TYPE_CHECKING:
     from limno.pools.records.pool import RecordPool
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_SPLIT_THRESHOLD", "leaf_rows", "split_candidates", "split_leaf"]
 
 #: Sleeper's default (sleeper.table.partition.splitting.threshold)
-DEFAULT_SPLIT_THRESHOLD = 1_000_000_000
 
 _sketches = _LRU(4096)
 

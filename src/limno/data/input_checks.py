@@ -35,8 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.types as pt
 
+from limno.data.schema import is_listish
 from limno.errors import InvalidInputError
-from limno.pools.records._schema import is_listish
 
 __all__ = [
     "MAX_NESTING",

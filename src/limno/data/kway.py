@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from limno.pools.records._schema import conform, unify
-from limno.pools.records._sort import sort_order, take_sorted
-from limno.pools.records.keys import PoolKey, SortKey
+from limno.data.keys import PoolKey, SortKey
+from limno.data.schema import conform, unify
+from limno.data.sort import sort_order, take_sorted
 
 __all__ = ["concat_unified", "descending_indices", "first_true", "merge_sorted", "reverse_table"]
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from limno.pools.records.keys import PoolKey
+from limno.data.keys import PoolKey
 
 __all__ = ["CHUNK_ROWS", "Gathered", "prefetched", "sort_order", "take_sorted"]
 

@@ -216,20 +216,5 @@ def _decoding(storage: Storage, path: str) -> Iterator[None]:
 
 
 def _damaged(storage: Storage, path: str, err: BaseException) -> CorruptError:
-    return damaged_object(path, _pool_name(storage, path.split("/")[0]), decode_reason(err))
-
-
-def _pool_name(storage: Storage, pool_id: str) -> str:
-    """The name of the pool ``pool_id`` for an error line (the id if it cannot be read).
-
-    Objects are read by pool id; the name is looked up only when one turns out damaged.
-    """
-    from limno.journal import JournalStore
-    from limno.lake import POOLS_PREFIX
-
-    try:
-        item = JournalStore(storage, POOLS_PREFIX).state().items.get(pool_id)
-    except (LimnoError, OSError, ValueError, KeyError, TypeError):
-        return pool_id
-    name = item.get("name") if isinstance(item, dict) else None
-    return name if isinstance(name, str) and name else pool_id
+    """Named by the pool id: the pool layer, which knows the name, says it instead."""
+    return damaged_object(path, path.split("/")[0], decode_reason(err))

@@ -2,7 +2,7 @@
 
 :func:`write_sorted` turns an already sorted stream into objects; :func:`sort_and_write`
 sorts arbitrary input first, in bounded memory (sorted runs spilled to local Parquet
-files and merged back with :func:`~limno.pools.records._merge.merge_sorted`).
+files and merged back with :func:`~limno.data.kway.merge_sorted`).
 
 Objects are written to a local temporary file and published with one atomic step, so
 a reader never sees a partial object: on a local lake the file is written next to its
@@ -26,7 +26,7 @@ import datetime as dt
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -35,14 +35,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from limno.core.gc import expired_path
+from limno.data.keys import PoolKey
+from limno.data.kway import concat_unified, first_true, merge_sorted
+from limno.data.objects import DataObject, data_path, schema_to_b64
+from limno.data.sketches import SketchBuilder, sketch_path
+from limno.data.sort import Gathered, prefetched, sort_order, take_sorted
 from limno.errors import ConflictError, LimnoError, StorageError, decode_reason, os_errors
 from limno.ksuid import ksuid
-from limno.pools.records._merge import concat_unified, first_true, merge_sorted
-from limno.pools.records._sort import Gathered, prefetched, sort_order, take_sorted
-from limno.pools.records.keys import PoolKey
-from limno.pools.records.objects import DataObject, data_path, schema_to_b64
-from limno.pools.records.sketches import SketchBuilder, sketch_path
 from limno.storage import Storage
 
 __all__ = ["ROW_GROUP_ROWS", "delete_objects", "sort_and_write", "write_sorted"]
@@ -62,6 +61,9 @@ DICTIONARY_SAMPLE_ROWS = 16384
 DICTIONARY_MIN_ROWS = 4096
 
 
+#: tells whether vacuum removed the object of this id (see :func:`write_sorted`)
+Removed = Callable[[str], bool]
+
 # -- sorted stream -> objects ------------------------------------------------------
 
 
@@ -74,6 +76,7 @@ def write_sorted(
     *,
     row_group_rows: int = ROW_GROUP_ROWS,
     bounds: Sequence[tuple[Any, ...]] = (),
+    is_removed: Removed | None = None,
 ) -> list[DataObject]:
     """Write a stream already sorted by ``key`` as objects of at most ``target_size``.
 
@@ -86,10 +89,14 @@ def write_sorted(
 
     Each object is encoded as its pieces arrive (while the stream is still being
     merged or gathered); an object whose pieces differ in schema is unified first.
+
+    ``is_removed(object_id)`` tells whether vacuum removed an object that failed to
+    publish (its write had lost its lease): the failure is then a ConflictError
+    that says so.
     """
     if target_size <= 0:
         raise ValueError(f"target_size must be positive, not {target_size}")
-    with _Uploader(storage, row_group_rows) as uploader:
+    with _Uploader(storage, row_group_rows, is_removed) as uploader:
         objects: list[DataObject] = []
         writer: _ObjectWriter | None = None
         try:
@@ -419,9 +426,12 @@ class _Uploader:
     uploaded in a background thread while the next object is encoded.
     """
 
-    def __init__(self, storage: Storage, row_group_rows: int) -> None:
+    def __init__(
+        self, storage: Storage, row_group_rows: int, is_removed: Removed | None = None
+    ) -> None:
         self.storage = storage
         self.row_group_rows = row_group_rows
+        self.is_removed = is_removed
         self.uploaded: list[str] = []
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limno-upload")
         self._inflight: Future[None] | None = None
@@ -475,7 +485,7 @@ class _Uploader:
             else:
                 self._inflight = self._pool.submit(self._upload, writer.path, writer.tmp)
         except (LimnoError, OSError) as e:
-            if self.storage.exists(expired_path(writer.pool_id, writer.object_id)):
+            if self.is_removed is not None and self.is_removed(writer.object_id):
                 raise ConflictError(
                     f"object {writer.object_id} was removed by vacuum while it was being"
                     " written (the write's lease had died: a process stalled for longer than"
@@ -518,10 +528,12 @@ def sort_and_write(
     memory_limit: int = 512 * 2**20,
     spill_dir: str | None = None,
     bounds: Sequence[tuple[Any, ...]] = (),
+    is_removed: Removed | None = None,
 ) -> list[DataObject]:
     """Sort arbitrary (heterogeneous) input by ``key`` and write it as objects.
 
-    Objects are cut at the target size and at ``bounds`` (see :func:`write_sorted`).
+    Objects are cut at the target size and at ``bounds`` (see :func:`write_sorted`,
+    also for ``is_removed``).
 
     Input is gathered into runs of about ``memory_limit`` bytes (Arrow size); a single
     run is sorted and written directly. Otherwise each sorted run is spilled to a
@@ -555,15 +567,21 @@ def sort_and_write(
             order = sort_order(table, key)
             parts = _parallel_parts(table.nbytes)
             if parts > 1:
-                return _write_parts(storage, pool_id, table, order, key, target_size, bounds, parts)
+                return _write_parts(
+                    storage, pool_id, table, order, key, target_size, bounds, parts, is_removed
+                )
             gathered = Gathered(table, order)
-            return write_sorted(storage, pool_id, gathered, key, target_size, bounds=bounds)
+            return write_sorted(
+                storage, pool_id, gathered, key, target_size, bounds=bounds, is_removed=is_removed
+            )
         if run:
             assert spill_root is not None
             spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
         run = []
         merged = prefetched(merge_sorted([s.read() for s in spills], key), "limno-merge")
-        return write_sorted(storage, pool_id, merged, key, target_size, bounds=bounds)
+        return write_sorted(
+            storage, pool_id, merged, key, target_size, bounds=bounds, is_removed=is_removed
+        )
     finally:
         if spill_root is not None:
             shutil.rmtree(spill_root, ignore_errors=True)
@@ -584,6 +602,7 @@ def _write_parts(
     target_size: int,
     bounds: Sequence[tuple[Any, ...]],
     parts: int,
+    is_removed: Removed | None,
 ) -> list[DataObject]:
     """Write a sorted run as ``parts`` consecutive slices at once, each its own objects.
 
@@ -603,6 +622,7 @@ def _write_parts(
                 key,
                 target_size,
                 bounds=bounds,
+                is_removed=is_removed,
             )
             for i in range(parts)
         ]

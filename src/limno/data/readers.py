@@ -49,8 +49,7 @@ import pyarrow.parquet as pq
 import pyarrow.types as pt
 import zstandard
 
-from limno.errors import InvalidInputError
-from limno.pools.records._input_checks import (
+from limno.data.input_checks import (
     check_arrow,
     check_avro_nesting,
     check_json_nesting,
@@ -61,8 +60,9 @@ from limno.pools.records._input_checks import (
     reason,
     without_empty_structs,
 )
-from limno.pools.records._python_rows import build, python_table
-from limno.pools.records._schema import conform, from_avro, unify
+from limno.data.python_rows import build, python_table
+from limno.data.schema import conform, from_avro, unify
+from limno.errors import InvalidInputError
 
 __all__ = ["FORMATS", "detect_format", "read_records", "read_table"]
 

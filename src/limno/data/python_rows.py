@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from limno.data.input_checks import reason
+from limno.data.schema import coerce, infer_type, widen
 from limno.errors import InvalidInputError
-from limno.pools.records._input_checks import reason
-from limno.pools.records._schema import coerce, infer_type, widen
 
 __all__ = ["BUILD_ERRORS", "build", "python_table"]
 

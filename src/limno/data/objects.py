@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from limno.data.keys import PoolKey, SortKey, decode_key, encode_key
 from limno.errors import CorruptError, LimnoError
-from limno.pools.records.keys import PoolKey, SortKey, decode_key, encode_key
 
 __all__ = ["DataObject", "data_path", "lineage", "schema_from_b64", "schema_to_b64"]
 

@@ -51,9 +51,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from limno.data.keys import PoolKey
+from limno.data.kway import concat_unified
 from limno.errors import InvalidInputError
-from limno.pools.records._merge import concat_unified
-from limno.pools.records.keys import PoolKey
+from limno.units import parse_duration
 
 __all__ = [
     "AGGREGATES",
@@ -63,15 +64,11 @@ __all__ = [
     "IteratorSpec",
     "apply",
     "needs_grouping",
-    "parse_duration",
     "parse_iterators",
 ]
 
 #: the aggregation functions an iterator may name
 AGGREGATES = ("sum", "min", "max")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(?:\d+[smhdw])+")
-_DURATION_PART = re.compile(r"(\d+)([smhdw])")
 _ITEM = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)\s*(?:\((.*)\))?", re.DOTALL)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _USAGE = "expected dedup, sum(F), min(F), max(F) or age-off(F,DURATION)"
@@ -106,7 +103,7 @@ class AgeOff:
 
     @property
     def seconds(self) -> int:
-        return parse_duration(self.duration)
+        return age_off_seconds(self.duration)
 
     def __str__(self) -> str:
         return f"age-off({self.field},{self.duration})"
@@ -174,15 +171,9 @@ def needs_grouping(spec: IteratorSpec) -> bool:
 
 
 # -- parsing -------------------------------------------------------------------------------
-def parse_duration(text: str) -> int:
-    """Seconds in ``90s``, ``15m``, ``2h``, ``30d``, ``1w`` (or sums like ``1d12h``)."""
-    compact = text.strip().lower()
-    if not _DURATION.fullmatch(compact):
-        raise InvalidInputError(
-            f"invalid duration {text!r}: expected a number and a unit (s, m, h, d, w),"
-            " as in 90s, 15m, 2h, 30d or 1w"
-        )
-    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(compact))
+def age_off_seconds(text: str) -> int:
+    """Whole seconds of an age-off duration (limno.units' notation, longer than zero)."""
+    seconds = int(parse_duration(text).total_seconds())
     if seconds <= 0:
         raise InvalidInputError(f"invalid duration {text!r}: must be longer than zero")
     return seconds
@@ -253,7 +244,7 @@ def parse_iterators(texts: Sequence[str] | str, key_fields: Sequence[str] = ()) 
                         " as in age-off(ts,30d)"
                     )
                 try:
-                    parse_duration(duration)
+                    age_off_seconds(duration)
                 except InvalidInputError as e:
                     raise InvalidInputError(f"invalid iterator {item!r}: {e}") from None
                 age = AgeOff(_field(item, field), duration.strip().lower())

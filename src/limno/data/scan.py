@@ -27,11 +27,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from limno.data.keys import PoolKey, SortKey
+from limno.data.kway import concat_unified, first_true, merge_sorted, reverse_table
+from limno.data.objects import DataObject, data_path
+from limno.data.parquet import open_parquet
 from limno.errors import InvalidInputError
-from limno.pools.records._io import open_parquet
-from limno.pools.records._merge import concat_unified, first_true, merge_sorted, reverse_table
-from limno.pools.records.keys import PoolKey, SortKey
-from limno.pools.records.objects import DataObject, data_path
 from limno.storage import Storage
 
 __all__ = ["lookup", "plan", "scan"]

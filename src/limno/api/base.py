@@ -1,0 +1,369 @@
+"""The one lake interface: what the CLI, the Python API and the server do with a lake.
+
+:class:`Lake` and :class:`Pool` are abstract. The in-process implementation
+(:mod:`limno.api.local`) runs everything here on a local or S3 lake; an HTTP
+client of ``limno serve`` will be the second, so that every command and every
+script works the same against a lake path and against a server URL. Everything
+they return is a model type (:class:`~limno.core.commits.Commit`,
+:class:`~limno.data.objects.DataObject`, ...) or an Arrow table, which both
+implementations produce alike.
+
+``Lake.open(location)`` and ``Lake.init(location)`` pick the implementation from
+the location: a path, ``file://`` or ``s3://`` is a lake in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+
+import pyarrow as pa
+
+from limno.config import lake_location
+from limno.core.commits import Commit
+from limno.core.hooks import HookSpec
+from limno.core.versioning import DiffEntry, MergeResult
+from limno.data.objects import DataObject
+from limno.data.typed_schema import TypedSchema
+from limno.errors import InvalidInputError, NotFoundError
+from limno.faults import Fault
+from limno.pools.branching import BranchView, transaction
+from limno.pools.records.compaction import JobResult
+from limno.pools.registry import PoolConfig
+from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport
+
+__all__ = ["DEFAULT_TARGET_SIZE", "Engine", "Lake", "Pool", "Source", "register"]
+
+#: where work runs: in this process, on Spark, or by size (``LIMNO_SPARK_THRESHOLD``)
+Engine = Literal["local", "spark", "auto"]
+#: what a load reads: a file path (``-``: stdin), or Arrow data
+Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
+DEFAULT_TARGET_SIZE = 256 * 2**20
+
+
+def _silent(message: str) -> None:
+    """A log that drops its messages."""
+
+
+class Pool(ABC):
+    """A pool: branches, commits and data (see the README for each operation)."""
+
+    # -- identity --------------------------------------------------------------------
+    #: the pool's registered configuration (name, id, kind, key, settings)
+    config: PoolConfig
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    # -- refs and history --------------------------------------------------------------
+    @abstractmethod
+    def branches(self) -> dict[str, str]:
+        """Branch name -> head commit id."""
+
+    @abstractmethod
+    def tags(self) -> dict[str, str]:
+        """Tag name -> commit id."""
+
+    @abstractmethod
+    def branch(self, name: str, from_ref: str | None = None) -> str:
+        """Create a branch at ``from_ref`` (default ``main``); its commit."""
+
+    @abstractmethod
+    def delete_branch(self, name: str) -> str:
+        """Delete a branch and its staging area; the commit it pointed at."""
+
+    @abstractmethod
+    def tag(self, name: str, from_ref: str | None = None) -> str:
+        """Create an immutable tag; its commit."""
+
+    @abstractmethod
+    def delete_tag(self, name: str) -> str: ...
+
+    @abstractmethod
+    def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
+        """The commit id a ref names (``main``, ``v1``, ``main~2``, an id or prefix)."""
+
+    @abstractmethod
+    def log(
+        self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
+    ) -> list[Commit]:
+        """Commits reachable from ``ref``, newest first."""
+
+    @abstractmethod
+    def merge(
+        self,
+        source: str,
+        into: str = "main",
+        strategy: str = "fail",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        fast_forward: bool = True,
+    ) -> MergeResult: ...
+
+    @abstractmethod
+    def diff(self, old: str, new: str | None = None, three_dot: bool = False) -> list[DiffEntry]:
+        """Entries added, removed or changed from ref ``old`` to ref ``new``."""
+
+    @abstractmethod
+    def cherry_pick(self, commit: str, branch: str = "main", strategy: str = "fail") -> Commit: ...
+
+    @abstractmethod
+    def reset(self, branch: str, ref: str) -> tuple[str, str]:
+        """``reset --hard``: (old head, new head)."""
+
+    @abstractmethod
+    def revert(
+        self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit: ...
+
+    # -- hooks -------------------------------------------------------------------------
+    @abstractmethod
+    def hook_specs(self) -> list[HookSpec]: ...
+
+    @abstractmethod
+    def add_hook(self, spec: HookSpec) -> None: ...
+
+    @abstractmethod
+    def remove_hook(self, name: str) -> None: ...
+
+    # -- writing -------------------------------------------------------------------------
+    @abstractmethod
+    def load(
+        self,
+        sources: Iterable[Source],
+        fmt: str | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        engine: Engine = "local",
+        spark_master: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """Write ``sources`` and commit them: one commit per call. ``engine`` says where
+        (``auto``: Spark for large files); the Spark options are for a new session."""
+
+    @abstractmethod
+    def add(
+        self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
+    ) -> list[DataObject]:
+        """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
+
+    @abstractmethod
+    def staged(self, branch: str = "main") -> list[DataObject]: ...
+
+    @abstractmethod
+    def unstage(self, ids: Sequence[str], branch: str = "main") -> None: ...
+
+    @abstractmethod
+    def commit(
+        self,
+        ids: Sequence[str] | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Commit:
+        """Commit staged objects (all, or ``ids``) in one commit."""
+
+    @abstractmethod
+    def delete_objects(
+        self, ids: Sequence[str], branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit: ...
+
+    @abstractmethod
+    def delete_where(
+        self, predicate: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        """Delete the rows matching one SQL expression over a row's columns."""
+
+    # -- reading -------------------------------------------------------------------------
+    @abstractmethod
+    def iter_scan(
+        self,
+        ref: str | None = None,
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
+        as_of: dt.datetime | None = None,
+    ) -> Iterator[pa.Table]:
+        """A sorted scan, streamed: ``start`` inclusive, ``end`` exclusive."""
+
+    @abstractmethod
+    def scan(
+        self,
+        ref: str | None = None,
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
+        as_of: dt.datetime | None = None,
+    ) -> pa.Table: ...
+
+    @abstractmethod
+    def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
+        """Point lookup: the records whose key equals one of ``keys``."""
+
+    @abstractmethod
+    def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
+        """The data objects of a ref, in write order."""
+
+    @abstractmethod
+    def meta_table(self, name: str, ref: str | None = None) -> pa.Table:
+        """``objects``, ``commits``, ``branches`` or ``partitions`` (see limno.pools.inspect)."""
+
+    # -- maintenance ---------------------------------------------------------------------
+    @abstractmethod
+    def compact(
+        self,
+        ids: Sequence[str] = (),
+        branch: str = "main",
+        strategy: str | None = None,
+        message: str = "",
+        author: str | None = None,
+        *,
+        engine: Engine = "local",
+    ) -> tuple[Commit | None, list[JobResult]]:
+        """Compact ``ids`` (or the strategy's jobs) in one commit; (None, []) if nothing."""
+
+    @abstractmethod
+    def split(self, partition: str, branch: str = "main", at: Any = None) -> Commit | None:
+        """Split a leaf partition (at ``at``: a value, or text in the key's type)."""
+
+    @abstractmethod
+    def vacuum(
+        self,
+        grace: dt.timedelta | None = None,
+        dry_run: bool = False,
+        retention: Retention = None,
+    ) -> VacuumReport: ...
+
+    @abstractmethod
+    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+        """``limno status``'s reports: partitions, files, jobs, ingest jobs."""
+
+    # -- transactions (built on the operations above, so every implementation has it) ------
+    @contextlib.contextmanager
+    def transaction(
+        self,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        strategy: str = "fail",
+    ) -> Iterator[BranchView]:
+        """Write to a throw-away branch merged into ``branch`` atomically on success."""
+        with transaction(self, branch, message, author, strategy) as view:
+            yield view
+
+
+class Lake(ABC):
+    """A lake: its pools, SQL over them, checks and maintenance."""
+
+    @property
+    @abstractmethod
+    def uri(self) -> str: ...
+
+    @classmethod
+    def open(cls, location: str | None = None) -> Lake:
+        """The lake at ``location`` (``--lake``, ``$LIMNO_LAKE``, the default path)."""
+        return _implementation(location).open(location)
+
+    @classmethod
+    def init(cls, location: str | None = None) -> Lake:
+        """Create a lake at ``location``."""
+        return _implementation(location).init(location)
+
+    @abstractmethod
+    def list_pools(self) -> list[PoolConfig]: ...
+
+    @abstractmethod
+    def pool(self, name: str) -> Pool:
+        """An existing pool, by name or id (NotFoundError otherwise)."""
+
+    @abstractmethod
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> Pool: ...
+
+    @abstractmethod
+    def drop_pool(self, name: str) -> PoolConfig: ...
+
+    @abstractmethod
+    def rename_pool(self, old: str, new: str) -> PoolConfig: ...
+
+    @abstractmethod
+    def verify(self, pool: str | None = None, deep: bool = False) -> Iterator[Fault]:
+        """Every broken invariant of the lake (or of one pool)."""
+
+    @abstractmethod
+    def meta_table(self, ref: str, name: str) -> pa.Table:
+        """``(":", "pools")``'s form: ``("", "pools")``, or ``("logs@dev", "objects")``."""
+
+    @abstractmethod
+    def manage(
+        self,
+        pools: Sequence[str] = (),
+        once: bool = False,
+        interval: dt.timedelta = dt.timedelta(seconds=60),
+        grace: dt.timedelta = DEFAULT_GRACE,
+        stop: threading.Event | None = None,
+        log: Callable[[str], None] = _silent,
+    ) -> int:
+        """Maintenance passes (splits, compactions, vacuum) until ``stop``; passes run."""
+
+    @abstractmethod
+    def query(
+        self,
+        sql: str,
+        *,
+        engine: Engine = "local",
+        safe: bool = False,
+        spark_master: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """SQL over pools (table names are refs and meta tables); ``safe`` for SQL
+        someone else wrote (see :mod:`limno.data.sql_safety`)."""
+
+
+#: implementations by the scheme of a lake location (each registers itself on import)
+_IMPLEMENTATIONS: dict[str, type[Lake]] = {}
+
+
+def register(schemes: Sequence[str], implementation: type[Lake]) -> None:
+    """Make ``Lake.open``/``Lake.init`` use ``implementation`` for these schemes."""
+    for scheme in schemes:
+        _IMPLEMENTATIONS[scheme] = implementation
+
+
+def _implementation(location: str | None) -> type[Lake]:
+    where = lake_location(location)
+    scheme = where.split("://", 1)[0].lower() if "://" in where else "file"
+    if scheme in ("http", "https") and scheme not in _IMPLEMENTATIONS:
+        raise InvalidInputError(
+            f"{where}: a lake behind 'limno serve' is not supported by this version yet"
+        )
+    if scheme not in _IMPLEMENTATIONS:
+        raise NotFoundError(f"unsupported lake location {where!r}")
+    return _IMPLEMENTATIONS[scheme]

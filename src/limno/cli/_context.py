@@ -1,0 +1,165 @@
+"""What every command shares: the lake it works on, its options, and how values parse.
+
+Commands reach the lake only through the lake interface (:mod:`limno.api`), so
+each works the same on a lake in this process and, next, behind ``limno serve``.
+Option values are parsed once, by click parameter types, in one notation:
+sizes and durations as :mod:`limno.units` defines them, ``KEY=VALUE`` pairs,
+ISO 8601 times, ``POOL[@REF]`` refs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from limno.api import Lake
+from limno.cli._output import FORMATS, default_format
+from limno.cli._state import working_ref
+from limno.core.refs import parse_pool_ref
+from limno.errors import InvalidInputError, LimnoError
+from limno.units import parse_duration, parse_size
+
+__all__ = [
+    "DURATION",
+    "KEY_VALUE",
+    "SIZE",
+    "TIME",
+    "Context",
+    "engine_options",
+    "format_option",
+    "meta_option",
+    "pool_option",
+]
+
+F = Callable[..., Any]
+
+
+@dataclass
+class Context:
+    """What every command gets: the lake location (opened on demand), output format."""
+
+    location: str
+    fmt: str | None = None
+    _lake: Lake | None = None
+
+    def lake(self) -> Lake:
+        if self._lake is None:
+            self._lake = Lake.open(self.location)
+        return self._lake
+
+    def format(self, local: str | None = None) -> str:
+        return local or self.fmt or default_format()
+
+    def pool_ref(self, ref: str | None) -> tuple[str, str | None]:
+        """``(pool, ref)`` from ``-p POOL[@REF]``, else from ``limno use``."""
+        text = ref or working_ref(self.lake().uri)
+        if not text:
+            raise InvalidInputError("no pool given: pass -p POOL[@REF] or run 'limno use POOL'")
+        return parse_pool_ref(text)
+
+    def branch_ref(self, ref: str | None) -> tuple[str, str]:
+        """``(pool, branch)`` for commands that write (default branch ``main``)."""
+        pool, at = self.pool_ref(ref)
+        return pool, at or "main"
+
+
+# -- parameter types: a value is parsed once, where click reads it --------------------------
+
+
+class _Parsed(click.ParamType):
+    """A click type from a parsing function that raises LimnoError on bad input."""
+
+    def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
+        self.name = name
+        self._parse = parse
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self._parse(value)
+        except LimnoError as e:
+            self.fail(str(e), param, ctx)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InvalidInputError(f"expected KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def _time(text: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError as e:
+        raise InvalidInputError(f"invalid time {text!r} (use ISO 8601)") from e
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _positive_size(text: str) -> int:
+    size = parse_size(text)
+    if size <= 0:
+        raise InvalidInputError(f"size must be positive, not {text!r}")
+    return size
+
+
+#: ``256MiB``, ``1GB``: bytes (limno.units)
+SIZE = _Parsed("size", _positive_size)
+#: ``15m``, ``1d12h``: a timedelta (limno.units)
+DURATION = _Parsed("duration", parse_duration)
+#: ``KEY=VALUE``: a pair
+KEY_VALUE = _Parsed("key=value", _key_value)
+#: ISO 8601, naive times in UTC
+TIME = _Parsed("time", _time)
+
+
+# -- options shared by several commands ------------------------------------------------------
+
+
+def pool_option(f: F) -> F:
+    return click.option(
+        "-p", "--pool", "ref", default=None, help="POOL[@REF] (default: limno use)."
+    )(f)
+
+
+def format_option(f: F) -> F:
+    return click.option(
+        "-f", "--format", "fmt", type=click.Choice(FORMATS), default=None, help="Output format."
+    )(f)
+
+
+def meta_option(f: F) -> F:
+    return click.option(
+        "--meta",
+        multiple=True,
+        type=KEY_VALUE,
+        help="KEY=VALUE stored on the commit (repeatable).",
+    )(f)
+
+
+def engine_options(f: F) -> F:
+    """``--engine`` and the Spark session options of ``load`` and ``query``."""
+    f = click.option(
+        "--spark-conf",
+        "spark_conf",
+        multiple=True,
+        type=KEY_VALUE,
+        help="KEY=VALUE Spark setting for a new session (repeatable).",
+    )(f)
+    f = click.option(
+        "--spark-master",
+        default=None,
+        help="Spark master URL (default: $LIMNO_SPARK_MASTER, else local[*]).",
+    )(f)
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "spark", "auto"]),
+        default="auto",
+        show_default=True,
+        help="Where to run: auto is Spark from $LIMNO_SPARK_THRESHOLD (1GiB) of data on.",
+    )(f)

@@ -1,0 +1,243 @@
+"""Metadata as tables: every table limno shows about its own state, built in one place.
+
+SQL's meta tables (``"logs:objects"``, ``"logs:commits"``, ``"logs:branches"``,
+``"logs:partitions"``, ``":pools"``), ``limno status``'s reports and the CLI's
+listings (``ls``, ``stage``, ``log -f ndjson``) all come from here, so a column
+means the same everywhere: keys are rendered as JSON arrays of the key's fields
+(``[1]``, ``["/blog"]``), a commit's ``actions`` is a list of ``{op, id}``, and
+lists stay lists (pyiceberg's ``table/inspect.py`` is the model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from limno.core.commits import Commit
+from limno.core.versioning import DiffEntry
+from limno.data.keys import encode_key
+from limno.data.objects import DataObject
+from limno.errors import NotFoundError
+from limno.pools.jobs import JobRecord, JobTracker
+from limno.pools.records.partitions import PartitionTree
+from limno.pools.records.splitting import leaf_rows
+from limno.pools.registry import PoolConfig
+
+if TYPE_CHECKING:
+    from limno.pools.records.pool import RecordPool
+
+__all__ = [
+    "POOL_TABLES",
+    "branches_table",
+    "commits_table",
+    "diff_table",
+    "ingest_table",
+    "jobs_table",
+    "key_text",
+    "objects_table",
+    "partitions_table",
+    "pool_table",
+    "pools_table",
+    "status_tables",
+]
+
+#: the meta tables of a pool (``"<pool>[@ref]:<name>"`` in SQL)
+POOL_TABLES = ("objects", "commits", "branches", "partitions")
+
+
+def key_text(key: Sequence[Any] | None) -> str | None:
+    """A key as JSON text: ``[1]``, ``["eu", 3]`` (None for no key)."""
+    return None if key is None else json.dumps(encode_key(key), ensure_ascii=False)
+
+
+def pools_table(configs: Iterable[PoolConfig]) -> pa.Table:
+    """``":pools"`` and ``limno ls``: name, id, kind, key, created."""
+    pools = list(configs)
+    return pa.table(
+        {
+            "name": pa.array([p.name for p in pools], pa.string()),
+            "id": pa.array([p.id for p in pools], pa.string()),
+            "kind": pa.array([p.kind for p in pools], pa.string()),
+            "key": pa.array([p.key for p in pools], pa.string()),
+            "created": pa.array([p.created for p in pools], pa.string()),
+        }
+    )
+
+
+def objects_table(objs: Sequence[DataObject], tree: PartitionTree | None = None) -> pa.Table:
+    """``"pool:objects"``, ``limno stage`` and ``status``'s files: one row per object.
+
+    ``partitions`` are the leaf partitions referencing the object (from ``tree``, or
+    as the object records them where there is no tree: a staged object).
+    """
+    parts = [
+        [p.id for p in tree.leaves_of(o)] if tree is not None else list(o.partitions) for o in objs
+    ]
+    return pa.table(
+        {
+            "id": pa.array([o.id for o in objs], pa.string()),
+            "rows": pa.array([o.rows for o in objs], pa.int64()),
+            "size": pa.array([o.size for o in objs], pa.int64()),
+            "min_key": pa.array([key_text(o.min_key) for o in objs], pa.string()),
+            "max_key": pa.array([key_text(o.max_key) for o in objs], pa.string()),
+            "keyless": pa.array([o.keyless for o in objs], pa.int64()),
+            "partitions": pa.array(parts, pa.list_(pa.string())),
+            "created": pa.array([o.created for o in objs], pa.string()),
+        }
+    )
+
+
+_ACTION = pa.struct([("op", pa.string()), ("id", pa.string())])
+
+
+def commits_table(commits: Sequence[Commit]) -> pa.Table:
+    """``"pool:commits"`` and ``limno log -f ndjson``: newest first, actions as a list."""
+    return pa.table(
+        {
+            "id": pa.array([c.id for c in commits], pa.string()),
+            "parents": pa.array([list(c.parents) for c in commits], pa.list_(pa.string())),
+            "author": pa.array([c.author for c in commits], pa.string()),
+            "date": pa.array([c.date for c in commits], pa.string()),
+            "message": pa.array([c.message for c in commits], pa.string()),
+            "meta": pa.array([json.dumps(dict(c.meta), sort_keys=True) for c in commits]),
+            "retries": pa.array([c.retries for c in commits], pa.int64()),
+            "actions": pa.array(
+                [[{"op": a.op, "id": a.key} for a in c.actions] for c in commits],
+                pa.list_(_ACTION),
+            ),
+        }
+    )
+
+
+def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
+    """``limno diff``: one row per changed object (change, id, rows, size, keys)."""
+    objs = [DataObject.from_json(e.new if e.new is not None else e.old or {}) for e in entries]
+    return pa.table(
+        {
+            "change": pa.array([e.change for e in entries], pa.string()),
+            "id": pa.array([e.key for e in entries], pa.string()),
+            "rows": pa.array([o.rows for o in objs], pa.int64()),
+            "size": pa.array([o.size for o in objs], pa.int64()),
+            "min_key": pa.array([key_text(o.min_key) for o in objs], pa.string()),
+            "max_key": pa.array([key_text(o.max_key) for o in objs], pa.string()),
+        }
+    )
+
+
+def branches_table(branches: Mapping[str, str], tags: Mapping[str, str]) -> pa.Table:
+    """``"pool:branches"`` and ``limno ls POOL``: kind, name, commit."""
+    rows = [("branch", n, c) for n, c in branches.items()]
+    rows += [("tag", n, c) for n, c in tags.items()]
+    return pa.table(
+        {
+            "kind": pa.array([r[0] for r in rows], pa.string()),
+            "name": pa.array([r[1] for r in rows], pa.string()),
+            "commit": pa.array([r[2] for r in rows], pa.string()),
+        }
+    )
+
+
+def partitions_table(pool: RecordPool, ref: str | None = None) -> pa.Table:
+    """``"pool:partitions"``: id, parent, range, leaf, depth, estimated rows, objects."""
+    objects, tree = pool.snapshot(ref)
+    rows = leaf_rows(pool, tree, objects)
+    counts: dict[str, int] = {}
+    for o in objects:
+        for leaf in tree.leaves_of(o):
+            counts[leaf.id] = counts.get(leaf.id, 0) + 1
+    parts = sorted(tree.parts.values(), key=lambda p: (tree.depth(p.id), p.id))
+
+    def total(pid: str, table: Mapping[str, float]) -> float:
+        return sum(table.get(leaf.id, 0) for leaf in tree.leaves_under(pid))
+
+    return pa.table(
+        {
+            "id": pa.array([p.id for p in parts], pa.string()),
+            "parent": pa.array([p.parent for p in parts], pa.string()),
+            "lo": pa.array([key_text(p.lo) for p in parts], pa.string()),
+            "hi": pa.array([key_text(p.hi) for p in parts], pa.string()),
+            "leaf": pa.array([p.leaf for p in parts], pa.bool_()),
+            "depth": pa.array([tree.depth(p.id) for p in parts], pa.int64()),
+            "rows": pa.array([round(total(p.id, rows)) for p in parts], pa.int64()),
+            "objects": pa.array(
+                [int(total(p.id, {k: float(v) for k, v in counts.items()})) for p in parts],
+                pa.int64(),
+            ),
+        }
+    )
+
+
+def pool_table(pool: RecordPool, name: str, ref: str | None = None) -> pa.Table:
+    """The meta table ``name`` (one of :data:`POOL_TABLES`) of a pool at ``ref``."""
+    if name == "objects":
+        objs, tree = pool.snapshot(ref)
+        return objects_table(objs, tree)
+    if name == "commits":
+        return commits_table(pool.log(ref))
+    if name == "branches":
+        return branches_table(pool.branches(), pool.tags())
+    if name == "partitions":
+        return partitions_table(pool, ref)
+    raise NotFoundError(f"no meta table {name!r} (one of {', '.join(POOL_TABLES)})")
+
+
+def jobs_table(records: Sequence[JobRecord]) -> pa.Table:
+    """Tracked jobs (compactions, splits, vacuums), as ``limno status`` lists them."""
+    return pa.table(
+        {
+            "id": pa.array([r.id for r in records], pa.string()),
+            "kind": pa.array([r.kind for r in records], pa.string()),
+            "state": pa.array([r.state for r in records], pa.string()),
+            "partition": pa.array([r.partition for r in records], pa.string()),
+            "inputs": pa.array([r.inputs for r in records], pa.int64()),
+            "rows_in": pa.array([r.rows_in for r in records], pa.int64()),
+            "rows_out": pa.array([r.rows_out for r in records], pa.int64()),
+            "seconds": pa.array([round(r.seconds, 3) for r in records], pa.float64()),
+            "commit": pa.array([r.commit for r in records], pa.string()),
+            "error": pa.array([r.error for r in records], pa.string()),
+            "created": pa.array([r.created for r in records], pa.string()),
+        }
+    )
+
+
+def ingest_table(pool: RecordPool, ref: str | None, limit: int) -> pa.Table:
+    """Ingest jobs: the pool's load commits (adds only, one parent), newest first."""
+    rows = []
+    for c in pool.log(ref, limit=limit * 4):
+        if len(c.parents) != 1 or not c.actions or "compaction" in c.meta or "split" in c.meta:
+            continue
+        if any(a.op != "add" for a in c.actions):
+            continue
+        rows.append(c)
+        if len(rows) >= limit:
+            break
+    return pa.table(
+        {
+            "commit": pa.array([c.id for c in rows], pa.string()),
+            "date": pa.array([c.date for c in rows], pa.string()),
+            "author": pa.array([c.author for c in rows], pa.string()),
+            "objects": pa.array([len(c.actions) for c in rows], pa.int64()),
+            "rows": pa.array(
+                [sum(int(a.value.get("rows", 0)) for a in c.actions) for c in rows], pa.int64()
+            ),
+            "retries": pa.array([c.retries for c in rows], pa.int64()),
+            "message": pa.array([c.message for c in rows], pa.string()),
+        }
+    )
+
+
+def status_tables(pool: RecordPool, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+    """The reports of ``limno status`` (Sleeper's): partitions, files, compaction jobs,
+    other jobs, ingest jobs."""
+    records = JobTracker(pool.storage, pool.id).jobs()
+    objs, tree = pool.snapshot(ref)
+    return {
+        "partitions": partitions_table(pool, ref),
+        "files": objects_table(objs, tree),
+        "compaction_jobs": jobs_table([r for r in records if r.kind == "compaction"][-limit:]),
+        "other_jobs": jobs_table([r for r in records if r.kind != "compaction"][-limit:]),
+        "ingest_jobs": ingest_table(pool, ref, limit),
+    }
