@@ -27,7 +27,7 @@ def main() -> None:
         pattern = re.compile(rf"<!-- {name}:begin -->.*?<!-- {name}:end -->", re.S)
         if not pattern.search(doc):
             sys.exit(f"README.md has no {name} markers")
-        doc = pattern.sub(lambda _m, b=block: b, doc)
+        doc = pattern.sub(block.replace("\\", "\\\\"), doc)
     readme.write_text(doc)
 
 

@@ -17,16 +17,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from limno.storage import Storage, open_storage
-
-S3_ENV = {
-    "AWS_ACCESS_KEY_ID": "limno-test",
-    "AWS_SECRET_ACCESS_KEY": "limno-test-secret",
-    "AWS_REGION": "us-east-1",
-}
+from s3_support import S3_ENV, make_bucket
 
 
 def _free_port() -> int:
@@ -77,22 +71,6 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=30)
-
-
-def make_bucket(endpoint: str) -> str:
-    """A new, empty bucket on the loopback server."""
-    name = f"limno-{uuid.uuid4().hex[:12]}"
-    client = boto3.client("s3", endpoint_url=endpoint, **_boto_args())
-    client.create_bucket(Bucket=name)
-    return name
-
-
-def _boto_args() -> dict[str, str]:
-    return {
-        "aws_access_key_id": S3_ENV["AWS_ACCESS_KEY_ID"],
-        "aws_secret_access_key": S3_ENV["AWS_SECRET_ACCESS_KEY"],
-        "region_name": S3_ENV["AWS_REGION"],
-    }
 
 
 @pytest.fixture

@@ -40,8 +40,8 @@ see x referenced. If m lands after r's mark and before r finishes, m's check saw
 registered with x in its list and waited. If m lands after r finished, m's
 check saw the epoch moved (or had no ticket), and x's tombstone was written before
 r finished; unless x was written or read by m after r finished, in which case r
-could not have had it as a candidate. ``tests/test_gc_model.py`` checks this
-exhaustively on a model of both sides; ``tests/test_gc_interleavings.py`` runs the
+could not have had it as a candidate. ``tests/core/test_gc_model.py`` checks this
+exhaustively on a model of both sides; ``tests/core/test_gc_interleavings.py`` runs the
 real code paused before each storage call of one side while the other runs.
 """
 

@@ -108,7 +108,7 @@ def scan(
     if limit is not None and limit <= 0:
         return
     clusters = plan(objects, key, lo, hi)
-    bounds = _Bounds(key, lo, hi)
+    bounds = _KeyRange(key, lo, hi)
     cols = None if columns is None else list(columns)
     keyless: list[_Reader] = []
     if lo is None and hi is None:
@@ -193,7 +193,7 @@ def lookup(
     return concat_unified([rows for _, _, rows in found])
 
 
-class _Bounds:
+class _KeyRange:
     """``[lo, hi)`` in sort order (either end may be a key prefix, or open)."""
 
     def __init__(self, key: PoolKey, lo: Key | None, hi: Key | None) -> None:
@@ -202,11 +202,11 @@ class _Bounds:
         self.lo = None if lo is None else key.sort_key(lo)
         self.hi = None if hi is None else key.sort_key(hi)
 
-    def clipped(self, clip: tuple[Key | None, Key | None] | None) -> _Bounds:
+    def clipped(self, clip: tuple[Key | None, Key | None] | None) -> _KeyRange:
         """These bounds narrowed to an object's clip range (see DataObject.clip)."""
         if clip is None:
             return self
-        out = _Bounds(self.key, None, None)
+        out = _KeyRange(self.key, None, None)
         lo = None if clip[0] is None else self.key.sort_key(clip[0])
         hi = None if clip[1] is None else self.key.sort_key(clip[1])
         out.lo = lo if self.lo is None or (lo is not None and self.lo < lo) else self.lo
@@ -299,7 +299,7 @@ class _Reader:
         ]
         return groups, [*starts, pos]
 
-    def keyed_rows(self, bounds: _Bounds, reverse: bool, cap: int) -> Iterator[pa.Table]:
+    def keyed_rows(self, bounds: _KeyRange, reverse: bool, cap: int) -> Iterator[pa.Table]:
         """The object's keyed rows in bounds, sorted (backwards when ``reverse``)."""
         with self._open() as pf:
             groups, starts = self._groups(pf, keyed=True)

@@ -1,6 +1,6 @@
 """Fault injection: a store that fails, delays, crashes or pauses on chosen calls.
 
-For tests of what the lake promises when the store misbehaves (``tests/test_faults_*``),
+For tests of what the lake promises when the store misbehaves (``tests/pools/test_faults_*``),
 and for trying it by hand. :class:`FaultyStorage` wraps any store; each
 :class:`Rule` names an operation (or a class of them), which call (the Nth, or
 every one), optionally a path pattern, and what happens:
@@ -21,7 +21,9 @@ plus ``read`` (get, get_range, head), ``write`` (put, put_if_absent, put_file,
 move_file, copy), ``remove`` (delete, delete_partial) and ``any``.
 
 An ``observer`` callable sees every call first (``(op, path)``); the interleaving
-tests use it to pause a thread before its Nth call.
+tests use it to pause a thread before its Nth call. ``threads`` limits the rules to
+calls from some threads (say, not the lease keeper's heartbeat, which may land at
+any moment), so that "the Nth call" means the same call in every run.
 """
 
 from __future__ import annotations
@@ -114,11 +116,14 @@ class FaultyStorage(Storage):
         rules: Sequence[Rule] = (),
         observer: Callable[[str, str], None] | None = None,
         exit_on_crash: bool = False,
+        threads: Callable[[str], bool] | None = None,
     ) -> None:
         self.inner = inner
         self.uri = inner.uri
         self.rules = list(rules)
         self.observer = observer
+        #: rules count and fire only on calls from threads whose name passes (None: all)
+        self.threads = threads
         self.exit_on_crash = exit_on_crash
         self.counts: dict[tuple[int, str], int] = {}
         self.calls: list[tuple[str, str]] = []
@@ -142,6 +147,8 @@ class FaultyStorage(Storage):
                 self._crash(op, path)
 
     def _due(self, op: str, path: str, after: bool) -> Iterator[Rule]:
+        if self.threads is not None and not self.threads(threading.current_thread().name):
+            return
         with self._lock:
             due = []
             for i, rule in enumerate(self.rules):
@@ -158,8 +165,9 @@ class FaultyStorage(Storage):
             raise Crash("the process crashed earlier (injected)")
         if self.observer is not None:
             self.observer(op, path)
-        with self._lock:
-            self.calls.append((op, path))
+        if self.threads is None or self.threads(threading.current_thread().name):
+            with self._lock:
+                self.calls.append((op, path))
         self._fire(op, path, after=False)
         result = fn()
         self._fire(op, path, after=True)

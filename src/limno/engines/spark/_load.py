@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from limno.core.commits import Commit
 from limno.data.objects import schema_from_b64, schema_to_b64
+from limno.data.readers import read_records
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
 
@@ -140,7 +141,6 @@ def _stage_file(
     store: Any, pool_id: str, typed: Any, name: str, path: str, fmt: str | None
 ) -> list[tuple[str, str]]:
     """Read one input and upload it as Parquet parts; ``(path, schema_b64)`` of each."""
-    from limno.data.readers import read_records
 
     written: list[tuple[str, str]] = []
     writer: pq.ParquetWriter | None = None

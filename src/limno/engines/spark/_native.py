@@ -65,6 +65,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from limno.data.objects import DataObject, data_path, schema_to_b64
+from limno.data.parquet import open_parquet
+from limno.data.sketches import write_sketch
 from limno.data.writer import delete_objects
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
@@ -390,8 +392,6 @@ def describe_part(
     reason)`` when its schema is not ``want_b64``. The staged file is left in place
     (a retried attempt finds it again); a failure deletes what this call published.
     """
-    from limno.data.parquet import open_parquet
-    from limno.data.sketches import write_sketch
 
     pf = open_parquet(store, path, size)
     schema = pf.schema_arrow.remove_metadata()

@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from limno.core.refs import parse_pool_ref
 from limno.data.sql_safety import NO_ACCESS, QUERY_FORMS, refuse, tree_nodes
 from limno.errors import InvalidInputError
 
 from ._read import read
-from ._session import session, translate_errors
+from ._session import session, spark_error, translate_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +84,6 @@ _QUERY_WORDS = frozenset({"", "WITH", "SELECT", "FROM", "VALUES", "TABLE"})
 
 def table(lake: Lake, name: str, spark: SparkSession | None = None) -> DataFrame:
     """The DataFrame a SQL table name stands for (see the module docstring)."""
-    from limno.core.refs import parse_pool_ref
 
     spark = session(spark=spark)
     ref, sep, meta = name.rpartition(":")
@@ -126,26 +126,12 @@ def sql(
         except Exception as e:
             missing = _missing_table(e)
             if missing is None or missing.lower() in registered:
-                translated = _translate(e)
+                translated = spark_error(e, "SQL", sql=True)
                 if translated is e:
                     raise
                 raise translated from e
         register(missing)
     raise InvalidInputError("SQL: too many tables")
-
-
-def _translate(e: Exception) -> Exception:
-    """A Spark SQL failure as limno's error: the task's own, else InvalidInputError."""
-    from pyspark.errors import PySparkException
-
-    from ._session import task_error
-
-    found = task_error(e)
-    if found is not None:
-        return found
-    if isinstance(e, PySparkException):
-        return InvalidInputError(f"SQL: {_short(str(e))}")
-    return e
 
 
 def query(
@@ -156,16 +142,8 @@ def query(
     ``safe`` as for :func:`sql`.
     """
     df = sql(lake, statement, spark, safe=safe)
-    try:
-        with translate_errors("SQL"):
-            return df.toArrow()
-    except InvalidInputError:
-        raise
-    except Exception as e:
-        translated = _translate(e)
-        if translated is e:
-            raise
-        raise translated from e
+    with translate_errors("SQL", sql=True):
+        return df.toArrow()
 
 
 def _lock(s: SparkSession) -> None:
@@ -193,13 +171,8 @@ def _check_safe(s: SparkSession, statement: str) -> None:
     sessions.setActiveSession(s._jsparkSession)
     try:
         parser = s._jsparkSession.sessionState().sqlParser()
-        try:
+        with translate_errors("SQL", sql=True):
             plan = parser.parsePlan(statement)
-        except Exception as e:
-            translated = _translate(e)
-            if translated is e:
-                raise
-            raise translated from e
         command = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
         try:
             parser.parseQuery(re.sub(r"[\s;]+$", "", statement))
@@ -304,10 +277,3 @@ def _split_identifier(text: str) -> list[str]:
             parts.append(text[i:j])
             i = j
     return parts
-
-
-def _short(text: str) -> str:
-    """One line, without Spark's trailing SQLSTATE and plan context."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    first = lines[0] if lines else text
-    return first.split(" SQLSTATE:")[0].rstrip()

@@ -27,10 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from limno.core.refs import parse_pool_ref
+from limno.data import scan as _scan
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject, data_path
+from limno.data.parquet import open_parquet
 from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError
+from limno.lake import Lake
+from limno.lake import Lake as LakeCls
 from limno.storage import Storage
 
 from ._session import LakeSpec, hadoop_uri, session
@@ -63,8 +68,6 @@ def open_pool(
     pool: RecordPool | str, lake: Lake | str | None = None
 ) -> tuple[RecordPool, str | None]:
     """A pool object and the ref named with it (``"logs@dev"`` gives ``dev``)."""
-    from limno.core.refs import parse_pool_ref
-    from limno.lake import Lake as LakeCls
 
     if not isinstance(pool, str):
         return pool, None
@@ -181,7 +184,6 @@ def _arrow_read(
     paths = spark.createDataFrame(rows, "path string, ordinal int").repartition(parallel)
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from limno.data.parquet import open_parquet
 
         store = spec.open()
         for batch in batches:
@@ -291,7 +293,6 @@ def _merged(
 ) -> DataFrame:
     """A snapshot read by limno's merge-on-read (and the pool's iterators), in Spark
     tasks: one per cluster of objects whose key ranges overlap."""
-    from limno.data import scan as _scan
 
     clusters = _scan.plan(objs, rp.key, lo, hi)
     spec = LakeSpec.of(rp.storage)
@@ -307,7 +308,6 @@ def _merged(
     jobs = spark.createDataFrame([(i,) for i in range(len(clusters))], "cluster int")
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from limno.lake import Lake
 
         store = spec.open()
         pool = Lake(store).pool(pool_id)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import limno.errors as errors
 from limno.errors import InvalidInputError, LimnoError, NotFoundError
 from limno.storage import Storage, open_storage
 
@@ -39,6 +40,7 @@ __all__ = [
     "jars_dir",
     "session",
     "spark_conf",
+    "spark_error",
     "translate_errors",
 ]
 
@@ -244,7 +246,6 @@ _TASK_ERROR = re.compile(
 
 def task_error(e: BaseException) -> LimnoError | None:
     """The limno error a failed Spark job carries from a Python task, if any."""
-    import limno.errors as errors
 
     text = str(e)
     for m in _TASK_ERROR.finditer(text):
@@ -254,28 +255,39 @@ def task_error(e: BaseException) -> LimnoError | None:
     return None
 
 
+def spark_error(e: BaseException, what: str, sql: bool = False) -> BaseException:
+    """The one translation of a Spark failure into limno's errors (``e`` itself when
+    there is none): the limno error a task raised, a missing data object as
+    NotFoundError, an analysis or parse error as InvalidInputError; with ``sql``
+    (the user's statement ran) any other Spark error is the statement's fault too."""
+    from pyspark.errors import AnalysisException, PySparkException
+
+    if isinstance(e, LimnoError):
+        return e
+    found = task_error(e)
+    if found is not None:
+        return found
+    if isinstance(e, PySparkException) and "FileNotFoundException" in str(e):
+        return NotFoundError(f"{what}: a data object is missing ({_first_line(e)})")
+    if isinstance(e, AnalysisException) or (sql and isinstance(e, PySparkException)):
+        return InvalidInputError(f"{what}: {_first_line(e)}")
+    return e
+
+
 @contextlib.contextmanager
-def translate_errors(what: str) -> Iterator[None]:
-    """Re-raise a Spark job failure as the limno error a task raised (or InvalidInputError
-    for SQL analysis errors); anything else passes through."""
+def translate_errors(what: str, sql: bool = False) -> Iterator[None]:
+    """Re-raise what Spark raises in the block as :func:`spark_error` translates it."""
     try:
         yield
-    except LimnoError:
-        raise
     except Exception as e:
-        from pyspark.errors import AnalysisException, PySparkException
-
-        found = task_error(e)
-        if found is not None:
-            raise found from e
-        if isinstance(e, AnalysisException):
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InvalidInputError(f"{what}: {first}") from e
-        if isinstance(e, PySparkException) and "FileNotFoundException" in str(e):
-            raise NotFoundError(f"{what}: a data object is missing ({_first_line(e)})") from e
-        raise
+        translated = spark_error(e, what, sql)
+        if translated is e:
+            raise
+        raise translated from e
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    """One line of a Spark error, without its trailing SQLSTATE and plan context."""
+    lines = [line for line in str(e).splitlines() if line.strip()]
+    first = lines[0] if lines else type(e).__name__
+    return first.split(" SQLSTATE:")[0].rstrip()

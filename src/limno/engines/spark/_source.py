@@ -37,10 +37,13 @@ from pyspark.sql.datasource import (
 
 from limno.core.commits import Action
 from limno.core.leases import Leases
+from limno.data import scan as _scan
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject
+from limno.data.schema import conform, unify
 from limno.data.writer import delete_objects
 from limno.errors import InvalidInputError
+from limno.lake import Lake
 
 from ._read import open_pool
 from ._session import LakeSpec
@@ -104,7 +107,6 @@ class LimnoDataSource(DataSource):
 
 
 def _snapshot_schema(objs: Sequence[DataObject]) -> pa.Schema:
-    from limno.data.schema import unify
 
     return unify(o.schema for o in objs if o.schema_b64)
 
@@ -117,7 +119,6 @@ class _Cluster(InputPartition):
 
 class _Reader(DataSourceReader):
     def __init__(self, pool: RecordPool, objs: Sequence[DataObject]) -> None:
-        from limno.data import scan as _scan
 
         self.spec = LakeSpec.of(pool.storage)
         self.pool_id = pool.id
@@ -129,9 +130,6 @@ class _Reader(DataSourceReader):
         return [_Cluster(c) for c in self.clusters]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from limno.data import scan as _scan
-        from limno.data.schema import conform, unify
-        from limno.lake import Lake
 
         assert isinstance(partition, _Cluster)
         store = self.spec.open()
@@ -160,7 +158,6 @@ class _Writer(DataSourceArrowWriter):
     lease: str
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        from limno.lake import Lake
 
         batches = [b for b in iterator if b.num_rows]
         if not batches:
@@ -171,7 +168,6 @@ class _Writer(DataSourceArrowWriter):
         return _Written([json.dumps(o.to_json()) for o in objs])
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from limno.lake import Lake
 
         pool = Lake(self.spec.open()).pool(self.pool_id)
         try:

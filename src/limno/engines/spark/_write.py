@@ -45,9 +45,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from limno.core.commits import Commit
+from limno.data import scan as _scan
+from limno.data.keys import KeyField
+from limno.data.keys import PoolKey as PoolKeyCls
 from limno.data.objects import DataObject
-from limno.data.writer import delete_objects
+from limno.data.schema import conform, unify
+from limno.data.writer import delete_objects, write_sorted
 from limno.errors import InvalidInputError
+from limno.lake import Lake
 from limno.pools.records.compaction import merge_clipped
 
 from ._read import key_columns, open_pool
@@ -222,8 +227,6 @@ def sample_bounds(df: DataFrame, key: PoolKey, partitions: int) -> list[tuple[An
     its keys are ordered by limno (descending fields, NaN after numbers). None when
     Spark has no row estimate for ``df`` (then its own range partitioner samples).
     """
-    from limno.data.keys import KeyField
-    from limno.data.keys import PoolKey as PoolKeyCls
 
     if partitions <= 1:
         return []
@@ -398,8 +401,6 @@ def write_objects(
         import dataclasses
         import itertools
 
-        from limno.data.writer import write_sorted
-
         store = spec.open()
 
         def pieces() -> Iterator[tuple[int, pa.Table]]:
@@ -539,9 +540,6 @@ Merge = Callable[["RecordPool", Sequence[DataObject]], Sequence[DataObject]]
 def merge_sorted_objects(pool: RecordPool, objs: Sequence[DataObject]) -> list[DataObject]:
     """The default merge: the group's rows merged in key order (merge-on-read, the
     pool's iterators applied) and written as sorted objects of the target size."""
-    from limno.data import scan as _scan
-    from limno.data.schema import conform, unify
-    from limno.data.writer import write_sorted
 
     target = unify(o.schema for o in objs if o.schema_b64)
     raw = _scan.scan(pool.storage, pool.id, objs, pool.key)
@@ -574,7 +572,6 @@ def merge_groups(
     jobs = jobs.repartition(len(frozen), "job")
 
     def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from limno.lake import Lake
 
         store = spec.open()
         rp = Lake(store).pool(pool_id)

@@ -19,14 +19,12 @@ import pyarrow as pa
 
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
-from limno.data import iterators, scan, writer
-from limno.data.input_checks import check_arrow, check_schema, without_empty_structs
+from limno.data import ingest, iterators, scan, writer
 from limno.data.iterators import IteratorSpec
-from limno.data.keys import PoolKey, key_family
+from limno.data.keys import PoolKey
 from limno.data.objects import DataObject, data_path, lineage
 from limno.data.parquet import open_parquet
 from limno.data.predicates import filter_rows
-from limno.data.readers import read_records
 from limno.data.schema import conform, unify
 from limno.data.typed_schema import TypedSchema
 from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
@@ -281,43 +279,6 @@ class RecordPool(Branching):
             )
 
     # -- writing -------------------------------------------------------------------
-    def _batches(
-        self,
-        sources: Iterable[Source],
-        fmt: str | None,
-        origins: dict[tuple[int, str], str] | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """Every source's batches, checked. ``origins`` collects, per key field index and
-        key family, the first source that brought it (see :meth:`check_key_types`)."""
-
-        for src in sources:
-            arrow = isinstance(src, pa.Table | pa.RecordBatch)
-            if isinstance(src, pa.Table | pa.RecordBatch):
-                name = "<table>" if isinstance(src, pa.Table) else "<batch>"
-                check_schema(name, src.schema)  # Arrow data may be anything: check first
-                batches: Iterable[pa.RecordBatch] = (
-                    src.to_batches() if isinstance(src, pa.Table) else [src]
-                )
-            else:
-                batches, name = read_records(src, fmt), src
-            rows, seen = 0, None
-            for batch in batches:
-                if arrow:
-                    check_arrow(name, batch, rows)
-                    batch = without_empty_structs(batch)
-                if self.schema is not None:
-                    batch = self.schema.check(batch, name, rows)
-                if origins is not None and (seen is None or not batch.schema.equals(seen)):
-                    seen = batch.schema
-                    for i, typ in enumerate(_key_types(seen, self.key)):
-                        family = key_family(str(typ)) if typ is not None else None
-                        if family is not None:
-                            origins.setdefault((i, family), name)
-                rows += batch.num_rows
-                yield batch
-            if rows == 0:
-                raise InvalidInputError(f"{name}: no records")
-
     def write(
         self,
         sources: Iterable[Source],
@@ -337,7 +298,7 @@ class RecordPool(Branching):
         objs = writer.sort_and_write(
             self.storage,
             self.id,
-            self._batches(sources, fmt, origins),
+            ingest.checked_batches(sources, fmt, self.key, self.schema, origins),
             self.key,
             self.config.target_size,
             memory_limit=self.sort_memory,
@@ -360,30 +321,8 @@ class RecordPool(Branching):
         new: Sequence[DataObject],
         origins: Mapping[tuple[int, str], str] | None = None,
     ) -> None:
-        """Refuse keys that cannot sort with the pool's: a key field's values must be of
-        one family (numbers, text, binary, dates and timestamps, ...) in every object.
-
-        ``origins`` (from :meth:`_batches`) names the input that brought a key family
-        into ``new``; the error starts with it, so it says which input to fix."""
-
-        origins = origins or {}
-        for i, name in enumerate(self.key.names):
-            seen: dict[str, tuple[str, str | None]] = {}  # family -> (type, input or None)
-            for loaded, objs in ((False, old), (True, new)):
-                for o in objs:
-                    if i >= len(o.key_types):
-                        continue
-                    family = key_family(o.key_types[i])
-                    if family is not None:
-                        source = origins.get((i, family), "") if loaded else None
-                        seen.setdefault(family, (o.key_types[i], source))
-            if len(seen) > 1:
-                (a, (ta, sa)), (b, (tb, sb)) = list(seen.items())[:2]
-                where = "the pool's objects" if sa is None else sa or "this load"
-                raise InvalidInputError(
-                    f"{sb + ': ' if sb else ''}key field {name!r} is {tb} in this load but"
-                    f" {ta} in {where}: {b} and {a} keys have no common order"
-                )
+        """Refuse keys that cannot sort with the pool's (see :func:`ingest.check_key_types`)."""
+        ingest.check_key_types(self.key, old, new, origins)
 
     def load(
         self,
@@ -645,22 +584,6 @@ class RecordPool(Branching):
     def retention(self) -> dict[str, dt.timedelta] | None:
         """The pool's configured retention windows by branch glob (None: keep all)."""
         return dict(self.config.settings.retention) or None
-
-
-def _key_types(schema: pa.Schema, key: PoolKey) -> list[pa.DataType | None]:
-    """The type of each key field in ``schema`` (None where it lacks the field)."""
-    out: list[pa.DataType | None] = []
-    for field in key.fields:
-        typ: pa.DataType | None = None
-        if schema.get_field_index(field.path[0]) >= 0:
-            typ = schema.field(field.path[0]).type
-            for part in field.path[1:]:
-                inner = typ.get_field_index(part) if pa.types.is_struct(typ) else -1
-                typ = typ.field(inner).type if inner >= 0 else None
-                if typ is None:
-                    break
-        out.append(typ)
-    return out
 
 
 def _nested_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_bucket
 from faultsuite import FAULTS, SCENARIOS, Place, walk
+from s3_support import make_bucket
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

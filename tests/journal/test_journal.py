@@ -1,22 +1,20 @@
-"""Journals and journal stores: semantics, snapshots, concurrency, kills and corruption."""
+"""Journals and journal stores: semantics, snapshots, threads and corruption.
+
+Many processes appending at once, and writers killed mid-append: test_journal_processes.py.
+"""
 
 from __future__ import annotations
 
 import json
-import random
-import signal
-import subprocess
-import sys
 import threading
-import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bounded import join_all, read_line, stop, wait_until, whole_lines
+from bounded import join_all
+from journal_support import entry_numbers, verify_faults
 from limno.errors import (
     AlreadyExistsError,
     CorruptError,
@@ -38,8 +36,6 @@ from limno.journal import (
 )
 from limno.lake import Lake
 from limno.storage import ListResult, ObjectInfo, Storage, open_storage
-
-WORKERS = str(Path(__file__).with_name("_workers.py"))
 
 
 class CountingStorage(Storage):
@@ -92,15 +88,6 @@ def mem() -> Storage:
     return open_storage(f"memory://{uuid.uuid4().hex}")
 
 
-def _entry_numbers(storage: Storage, prefix: str) -> list[int]:
-    names = [o.path.rsplit("/", 1)[-1] for o in storage.list(prefix, delimiter="/").objects]
-    return sorted(int(n) for n in names if n.isdigit())
-
-
-def _faults(js: JournalStore) -> list[Fault]:
-    return list(js.verify())
-
-
 def _fill(storage: Storage, prefix: str, count: int, every: int = 100) -> JournalStore:
     js = JournalStore(storage, prefix, snapshot_every=every)
     js.create()
@@ -125,7 +112,7 @@ def test_journal_create_append_read(journal: Journal, store: Storage) -> None:
     assert list(journal.entries()) == [(i + 1, b"body %d" % i) for i in range(5)]
     assert list(journal.entries(2, 3)) == [(2, b"body 1"), (3, b"body 2")]
     assert store.get("j/HEAD").strip() == b"5"
-    assert _entry_numbers(store, "j") == [1, 2, 3, 4, 5]
+    assert entry_numbers(store, "j") == [1, 2, 3, 4, 5]
     # a second handle sees the same journal
     other = Journal(store, "j/")
     assert other.head() == 5
@@ -255,7 +242,7 @@ def test_store_put_remove_history(store: Storage) -> None:
         {"op": "put", "key": "b", "value": {"v": 3}},
     ]
     assert all(isinstance(entry["ts"], str) for _, entry in history)
-    assert _faults(fresh) == []
+    assert verify_faults(fresh) == []
 
 
 def test_store_requirements(mem: Storage) -> None:
@@ -367,17 +354,19 @@ def test_snapshot_makes_open_constant(store: Storage) -> None:
 
 def test_corrupt_snapshot_ignored_but_reported(mem: Storage) -> None:
     _fill(mem, "s", 35, every=10)
-    assert _faults(JournalStore(mem, "s", snapshot_every=10)) == []
+    assert verify_faults(JournalStore(mem, "s", snapshot_every=10)) == []
     mem.put("s/snap/30", mem.get("s/snap/30")[:-5])
     state = JournalStore(mem, "s", snapshot_every=10).state()
     assert dict(state.items) == {f"k{i}": {"i": i} for i in range(35)}
-    assert [f.path for f in _faults(JournalStore(mem, "s", snapshot_every=10))] == ["s/snap/30"]
+    assert [f.path for f in verify_faults(JournalStore(mem, "s", snapshot_every=10))] == [
+        "s/snap/30"
+    ]
 
 
 def test_snapshot_that_disagrees_is_reported(mem: Storage) -> None:
     js = _fill(mem, "s", 20, every=10)
     js.journal.put_snapshot(20, json.dumps({"items": {"bogus": {}}, "ts": None}).encode())
-    faults = _faults(JournalStore(mem, "s"))
+    faults = verify_faults(JournalStore(mem, "s"))
     assert [f.path for f in faults] == ["s/snap/20"]
     assert "disagrees" in faults[0].problem
 
@@ -413,7 +402,7 @@ def test_corrupt_entry(store: Storage, how: str) -> None:
         JournalStore(store, "s").state()
     faults = list(Journal(store, "s").verify())
     assert [f.path for f in faults] == ["s/2"]
-    assert [f.path for f in _faults(JournalStore(store, "s"))] == ["s/2"]
+    assert [f.path for f in verify_faults(JournalStore(store, "s"))] == ["s/2"]
 
 
 def test_misplaced_entry(mem: Storage) -> None:
@@ -429,7 +418,7 @@ def test_entry_that_is_not_json(mem: Storage) -> None:
     js.journal.try_append(3, b"{not json")
     with pytest.raises(CorruptError, match="s/3"):
         JournalStore(mem, "s").state()
-    assert [f.path for f in _faults(JournalStore(mem, "s"))] == ["s/3"]
+    assert [f.path for f in verify_faults(JournalStore(mem, "s"))] == ["s/3"]
 
 
 def test_gap_is_reported(mem: Storage) -> None:
@@ -464,128 +453,6 @@ def test_lake_verify_reports_journal_faults(tmp_path: Path) -> None:
     faults = list(Lake.open(where).verify())
     assert "pools/2" in [f.path for f in faults]
     assert any("missing" in f.problem for f in faults if f.path == "pools/2")
-
-
-# -- many processes, and kills ------------------------------------------------------
-
-
-def _run_appenders(uri: str, workers: int, count: int, tmp_path: Path) -> list[list[int]]:
-    go = tmp_path / f"go-{uuid.uuid4().hex}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, WORKERS, "append", uri, "s", str(w), str(count), str(go)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(workers)
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            assert read_line(proc.stdout) == "ready"
-        go.touch()
-        numbers = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0, err
-            numbers.append([int(line) for line in whole_lines(out)])
-        return numbers
-    finally:
-        stop(procs)
-
-
-def _check_appenders(uri: str, workers: int, count: int, numbers: list[list[int]]) -> None:
-    total = workers * count
-    assert sorted(n for ns in numbers for n in ns) == list(range(1, total + 1))
-    assert all(ns == sorted(ns) for ns in numbers)  # each writer's entries in order
-    storage = open_storage(uri)
-    js = JournalStore(storage, "s")
-    history = list(js.history())
-    assert [n for n, _ in history] == list(range(1, total + 1))
-    assert _entry_numbers(storage, "s") == list(range(1, total + 1))
-    keys = Counter(u["key"] for _, entry in history for u in entry["updates"])
-    expected = {f"w{w}-{j}" for w in range(workers) for j in range(count)}
-    assert set(keys) == expected
-    assert set(keys.values()) == {1}
-    state = js.state()
-    assert state.n == total
-    assert len(state.items) == total
-    assert state.items["w3-42"] == {"w": 3, "j": 42}
-    assert js.journal.head() == total
-    assert _faults(js) == []
-
-
-def test_eight_processes_append_local(tmp_path: Path) -> None:
-    uri = str(tmp_path / "store")
-    JournalStore(open_storage(uri, create=True), "s").create()
-    numbers = _run_appenders(uri, 8, 100, tmp_path)
-    _check_appenders(uri, 8, 100, numbers)
-
-
-@pytest.mark.s3
-@pytest.mark.slow
-def test_eight_processes_append_s3(s3_uri: str, tmp_path: Path) -> None:
-    JournalStore(open_storage(s3_uri), "s").create()
-    numbers = _run_appenders(s3_uri, 8, 100, tmp_path)
-    _check_appenders(s3_uri, 8, 100, numbers)
-
-
-def _kill_round(uri: str, tag: str, delay: float, tmp_path: Path) -> list[tuple[int, str]]:
-    """Kill an endless writer ``delay`` seconds into its loop; the commits it acknowledged.
-
-    The writer prints to a file, not a pipe, so it never blocks on a full pipe and the
-    kill lands anywhere in its loop. It may die halfway through printing a line: only
-    whole lines are acknowledgements.
-    """
-    out_path = tmp_path / f"{tag}.out"
-    with open(out_path, "w") as out, open(tmp_path / f"{tag}.err", "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, WORKERS, "append-forever", uri, "s", tag, "7"],
-            stdout=out,
-            stderr=err,
-            text=True,
-        )
-    try:
-        wait_until(lambda: "\n" in out_path.read_text(), "the writer's first commit", alive=proc)
-        time.sleep(delay)  # not a wait for anything: the random moment of the kill
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, (tmp_path / f"{tag}.err").read_text()
-    acked = []
-    for line in whole_lines(out_path.read_text()):
-        n, key = line.split()
-        acked.append((int(n), key))
-    return acked
-
-
-def test_killed_writer_leaves_a_sound_journal(tmp_path: Path) -> None:
-    uri = str(tmp_path / "store")
-    storage = open_storage(uri, create=True)
-    JournalStore(storage, "s", snapshot_every=7).create()
-    rng = random.Random()
-    acked: dict[str, int] = {}
-    for round_ in range(5):
-        for n, key in _kill_round(uri, f"r{round_}", rng.uniform(0.0, 0.4), tmp_path):
-            acked[key] = n
-        js = JournalStore(open_storage(uri), "s", snapshot_every=7)
-        head = js.journal.head()
-        assert _entry_numbers(storage, "s") == list(range(1, head + 1))
-        assert head >= max(acked.values())
-        assert _faults(js) == []
-        state = js.state()
-        assert state.n == head
-        for key, n in acked.items():
-            assert key in state.items
-            assert js.state(at=n).items.get(key) is not None
-        # writing continues where the killed writer stopped
-        after = js.commit([Put(f"after-{round_}", {"round": round_})])
-        assert after.n == head + 1
-        acked[f"after-{round_}"] = after.n
-    final = JournalStore(open_storage(uri), "s", snapshot_every=7)
-    assert set(acked) <= set(final.state().items)
-    assert _faults(final) == []
 
 
 def _iter_paths(faults: Iterator[Fault]) -> list[str]:

@@ -28,7 +28,7 @@ from limno.data.keys import PoolKey
 from limno.storage import open_storage
 from limno.storage._obstore import ObStorage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

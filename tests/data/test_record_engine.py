@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from limno.data import encoding
 from limno.data import writer as _writer
 from limno.data.keys import PoolKey
 from limno.data.kway import concat_unified, merge_sorted, reverse_table
@@ -236,7 +237,7 @@ def test_write_sorted_cuts_at_target_size() -> None:
         check_metadata(store, key, o, t)
     raw = pq.ParquetFile(pa.BufferReader(store.get(data_path("pool", objs[0].id))))
     assert raw.metadata.row_group(0).column(0).statistics.has_min_max
-    assert raw.metadata.row_group(0).column(0).compression == _writer.COMPRESSION.upper()
+    assert raw.metadata.row_group(0).column(0).compression == encoding.COMPRESSION.upper()
 
 
 def test_write_sorted_row_bigger_than_target_gets_its_own_object() -> None:

@@ -17,7 +17,6 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from conftest import make_bucket
 from limno.api.local import LocalLake as Lake
 from limno.data.objects import DataObject, data_path
 from limno.data.parquet import open_parquet
@@ -25,6 +24,7 @@ from limno.data.typed_schema import TypedSchema
 from limno.engines import spark as ls
 from limno.engines.spark import _native, _write
 from limno.errors import InvalidInputError
+from s3_support import make_bucket
 from spark_support import module_session
 
 pytestmark = pytest.mark.spark

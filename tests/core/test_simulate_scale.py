@@ -22,7 +22,7 @@ from limno.core import committed, versioning
 from limno.journal import JournalStore
 from limno.journal import _journal as journal_module
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_script() -> ModuleType:

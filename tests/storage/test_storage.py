@@ -27,7 +27,7 @@ from limno.errors import (
 )
 from limno.storage import ObjectInfo, Storage, open_storage
 
-WORKERS = str(Path(__file__).with_name("_workers.py"))
+WORKERS = str(Path(__file__).parents[1] / "_workers.py")
 INVALID_PATHS = ["../x", "a/../x", "/abs", "a//b", "", "a/", "./a"]
 
 
@@ -302,7 +302,7 @@ def test_open_invalid(uri: str) -> None:
 
 @pytest.mark.s3
 def test_s3_prefix_isolates(s3_endpoint: str) -> None:
-    from conftest import make_bucket
+    from s3_support import make_bucket
 
     bucket = make_bucket(s3_endpoint)
     one = open_storage(f"s3://{bucket}/one")

@@ -9,7 +9,7 @@ kind (a load, a staged commit, a revert that re-adds trimmed history, a branch
 from a deleted branch's commit), with the writer's lease alive or lost. After
 each schedule the lake must verify clean (no branch holds a removed object), and
 a writer must have either landed with all its rows readable or been refused with
-nothing changed. ``tests/test_gc_model.py`` checks the same protocol on a model,
+nothing changed. ``tests/core/test_gc_model.py`` checks the same protocol on a model,
 over every interleaving.
 """
 
