@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -44,6 +44,7 @@ __all__ = [
     "check_predicate",
     "check_query",
     "lock_down",
+    "parse_tree",
     "refuse",
     "safe_from_env",
     "sql_error",
@@ -98,12 +99,17 @@ def safe_from_env() -> bool:
     raise InvalidInputError(f"{SAFE_ENV} must be 1 or 0, not {text!r}")
 
 
-def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+def lock_down(con: duckdb.DuckDBPyConnection, files: Sequence[str] = ()) -> None:
     """Lock ``con``: no files, network, extensions or replacement scans; settings frozen.
 
     Call it after registering every table the SQL may read: registering is
-    limno's own work, and nothing can be changed once this returns.
+    limno's own work, and nothing can be changed once this returns. ``files``
+    (the snapshots' objects that registered views scan) stay readable, and
+    nothing else.
     """
+    if files:
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        con.execute(f"SET allowed_paths = [{listed}]").fetchall()
     for name, value in LOCKED_SETTINGS:
         con.execute(f"SET {name} = {value}").fetchall()
 
@@ -123,7 +129,7 @@ def check_query(sql: str) -> None:
         if statement.type == duckdb.StatementType.MULTI:
             shown = "a statement run as several (PIVOT without an IN list)"
         raise refuse(shown, QUERY_FORMS)
-    for node in tree_nodes(_parse_tree(sql)):
+    for node in tree_nodes(parse_tree(sql)):
         _check_node(node)
 
 
@@ -144,7 +150,7 @@ def check_predicate(predicate: str) -> duckdb.Expression:
 @functools.lru_cache(maxsize=64)
 def _check_predicate_tree(predicate: str, text: str) -> None:
     """Check the parse tree of one expression's text (cached: a delete checks it per object)."""
-    tree = _parse_tree(f"SELECT (\n{text}\n)")
+    tree = parse_tree(f"SELECT (\n{text}\n)")
     statements = tree.get("statements") or []
     node = statements[0].get("node", {}) if len(statements) == 1 else {}
     if len(node.get("select_list") or []) != 1 or node.get("from_table", {}).get("type") != "EMPTY":
@@ -207,9 +213,9 @@ def _row_sources() -> str:
     return ", ".join(sorted(ROW_SOURCES))
 
 
-def _parse_tree(sql: str) -> dict[str, Any]:
+def parse_tree(sql: str) -> dict[str, Any]:
     """DuckDB's parse tree of ``sql`` as JSON: parsed, never run."""
-    con = duckdb.connect()
+    con = _parser().cursor()
     try:
         text = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
     except duckdb.Error as e:
@@ -220,6 +226,13 @@ def _parse_tree(sql: str) -> dict[str, Any]:
     if tree.get("error"):
         raise InvalidInputError(f"SQL: {tree.get('error_message') or 'cannot be parsed'}")
     return tree
+
+
+@functools.cache
+def _parser() -> duckdb.DuckDBPyConnection:
+    """One DuckDB instance that only parses (a new instance costs tens of milliseconds;
+    each call takes a cursor of this one, safe across threads)."""
+    return duckdb.connect()
 
 
 def tree_nodes(tree: Any) -> Iterator[dict[str, Any]]:

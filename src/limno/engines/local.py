@@ -2,31 +2,53 @@
 
 A table name in the SQL is a pool ref (``logs``, ``"logs@dev"``,
 ``"logs@main~2"``) or a meta table (``"logs:objects"``, ``"logs:commits"``,
-``"logs:branches"``, ``":pools"``). Each name the statement mentions is resolved
-to an Arrow table of that snapshot (schemas unified by limno's widening rule, so
-every engine sees the same columns) and registered under exactly that name.
+``"logs:branches"``, ``":pools"``). Each name the statement mentions becomes a
+view of exactly that name over the snapshot (schemas unified by limno's widening
+rule, so every engine sees the same columns).
+
+A pool's view reads the snapshot's Parquet objects in place, so DuckDB plans the
+statement over the files with its own projection and filter pushdown, row-group
+pruning and threads; only rows that need limno's merge (iterators, clipped
+objects, types DuckDB would read differently, remote lakes) are merged first, and
+objects whose key range cannot satisfy the statement's conditions on the first key
+field are left out (:mod:`limno.pools.records.sql_source`).
 
 In safe mode (``query(..., safe=True)``, the CLI's ``query --safe``, and what a
 server must use for SQL it did not write) the statement must be one read-only
-query, and runs on a connection locked after the tables are registered
-(:mod:`limno.data.sql_safety`).
+query, and runs on a connection locked after the views are made, reading no file
+but the snapshots' own objects (:mod:`limno.data.sql_safety`).
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
 
 from limno.core.refs import parse_pool_ref
+from limno.data.objects import DataObject, data_path
+from limno.data.sql_ranges import key_conditions
 from limno.data.sql_safety import check_query, lock_down, sql_error
-from limno.errors import LimnoError
+from limno.errors import LimnoError, NotFoundError, damaged_object
+from limno.pools.records.sql_source import SnapshotSource, snapshot_source
 
 if TYPE_CHECKING:
     from limno.lake import Lake
+    from limno.pools.records.pool import RecordPool
 
-__all__ = ["query", "query_size", "resolve_table"]
+__all__ = ["query", "query_size", "reads_alike", "resolve_table"]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A pool snapshot a statement reads: which files its view scans."""
+
+    pool: RecordPool
+    source: SnapshotSource
 
 
 def query(lake: Lake, sql: str, *, safe: bool = False) -> pa.Table:
@@ -42,26 +64,161 @@ def query(lake: Lake, sql: str, *, safe: bool = False) -> pa.Table:
         names = duckdb.get_table_names(sql)
     except duckdb.Error as e:
         raise sql_error(e) from e
-    con = duckdb.connect()
+    # a safe query locks its connection for good: it gets a DuckDB instance of its own
+    con = duckdb.connect() if safe else _shared().cursor()
+    reads: list[_Read] = []
     try:
-        for name in sorted(names):
-            con.register(name, resolve_table(lake, name))
+        for i, name in enumerate(sorted(names)):
+            read = _register(con, lake, sql, name, f"__limno_merged_{i}")
+            if read is not None:
+                reads.append(read)
         if safe:
-            lock_down(con)
+            lock_down(con, [f for r in reads for f in r.source.files])
         return con.sql(sql).to_arrow_table()
     except duckdb.Error as e:
-        raise sql_error(e) from e
+        raise _read_error(e, reads) from e
     finally:
         con.close()
 
 
+@functools.cache
+def _shared() -> duckdb.DuckDBPyConnection:
+    """The DuckDB instance queries run on, each on a cursor of its own.
+
+    A new instance costs tens of milliseconds, more than a small query; a cursor
+    costs nothing, and what a query registers (temporary views, Arrow tables) is
+    its cursor's alone and gone when it closes.
+    """
+    return duckdb.connect()
+
+
 def resolve_table(lake: Lake, name: str) -> pa.Table:
-    """The Arrow table a SQL table name stands for."""
+    """The Arrow table a SQL table name stands for (the whole snapshot, in memory)."""
     ref, sep, meta = name.rpartition(":")
     if sep:
         return lake.meta_table(ref, meta)
     pool_name, at = parse_pool_ref(name)
     return lake.pool(pool_name).table(at)
+
+
+def _register(
+    con: duckdb.DuckDBPyConnection, lake: Lake, sql: str, name: str, hidden: str
+) -> _Read | None:
+    """Make ``name`` a view of what it stands for; the pool snapshot it reads, if any.
+
+    ``hidden`` names the rows limno merged, when the view also reads files.
+    """
+    ref, sep, meta = name.rpartition(":")
+    if sep:
+        con.register(name, lake.meta_table(ref, meta))
+        return None
+    pool_name, at = parse_pool_ref(name)
+    pool = lake.pool(pool_name)
+    first = pool.key.fields[0].path
+    conditions = key_conditions(sql, name, first[0]) if len(first) == 1 else []
+    source = snapshot_source(pool, at, None, conditions, readable=reads_alike)
+    if not source.files:
+        assert source.merged is not None
+        con.register(name, source.merged)
+        return None
+    read = _Read(pool, source)
+    files = ", ".join(_text(f) for f in source.files)
+    view = f"SELECT * FROM read_parquet([{files}])"
+    if source.merged is not None and source.merged.num_rows:
+        con.register(hidden, source.merged)
+        view += f" UNION ALL SELECT * FROM {_name(hidden)}"
+    try:  # DuckDB reads the footers here already
+        con.execute(f"CREATE TEMPORARY VIEW {_name(name)} AS {view}").fetchall()
+    except duckdb.Error as e:
+        raise _read_error(e, [read]) from e
+    return read
+
+
+def _text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _name(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def reads_alike(schema: pa.Schema) -> bool:
+    """Whether DuckDB reads an object of ``schema`` from Parquet as it reads it from Arrow.
+
+    Parquet cannot hold some Arrow types as they are (durations, dictionaries, second
+    timestamps, half floats, ...): pyarrow stores them as another type plus a note
+    DuckDB does not read, so such objects are merged by limno instead.
+    """
+    return all(_alike(f.type) for f in schema)
+
+
+def _alike(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return all(_alike(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return _alike(t.value_type)
+    if pa.types.is_timestamp(t):
+        return t.unit != "s"
+    if pa.types.is_decimal(t):
+        return t.bit_width == 128
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_float32(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+    )
+
+
+def _read_error(e: duckdb.Error, reads: list[_Read]) -> LimnoError:
+    """A failed statement's error: a snapshot object missing or damaged, else the SQL's.
+
+    DuckDB does not always name the file it failed to decode ("Out of buffer"), so
+    after a failure that is not the statement's own fault, limno reads the objects
+    itself to find the one to blame.
+    """
+    text = str(e)
+    suspects: list[tuple[RecordPool, str, DataObject]] = []
+    for read in reads:
+        pool = read.pool
+        for path, obj in zip(read.source.files, read.source.objects, strict=True):
+            if not os.path.exists(path):
+                if pool.is_removed(obj.id):
+                    return NotFoundError(
+                        f"object {obj.id} was removed by vacuum: this commit is outside the"
+                        " retention window"
+                    )
+                return NotFoundError(
+                    f"pool {pool.name}: object {obj.id} is missing ({path}); run limno verify"
+                )
+            if path in text or obj.id in text:
+                return damaged_object(data_path(pool.id, obj.id), pool.name, text.splitlines()[0])
+            suspects.append((pool, path, obj))
+    if type(e) is duckdb.Error or isinstance(e, _READ_FAILURES):
+        for pool, _, obj in suspects:
+            try:
+                with pool.reading([obj]):
+                    pool.read_object(obj)
+            except LimnoError as found:
+                return found
+    return sql_error(e)
+
+
+#: DuckDB's failures that may come from a damaged file rather than from the SQL (and
+#: its unclassified ``duckdb.Error``, as a page that fails to decode gives)
+_READ_FAILURES = (
+    duckdb.IOException,
+    duckdb.InvalidInputException,
+    duckdb.InternalException,
+    duckdb.SerializationException,
+    duckdb.FatalException,
+)
 
 
 def query_size(lake: Lake, sql: str) -> int:
