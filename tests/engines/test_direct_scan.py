@@ -197,3 +197,18 @@ def test_pruned_queries_match_the_merged_answer(
         where += f" AND id IN ({terms[0][1]}, {terms[0][1] + 3})"
     same(lake, f"SELECT id, v FROM t WHERE {where}")
     same(lake, f"SELECT count(*) AS n FROM t t1 WHERE {where.replace('id', 't1.id')}")
+
+
+@pytest.mark.s3
+def test_an_s3_lake_is_scanned_in_place_through_pyarrow(s3_uri: str) -> None:
+    lake = Lake.init(s3_uri)
+    lake.create_pool("t", key="id")
+    load(lake, "t", 0, 300)
+    load(lake, "t", 200, 300)
+    source = snapshot_source(lake.pool("t"), readable=reads_alike)
+    assert source.filesystem is not None and len(source.files) == 2
+    assert source.merged is None
+    got = same(lake, "SELECT id, count(*) AS n FROM t WHERE v >= 100 GROUP BY id")
+    assert got.num_rows == 490
+    safe = query(lake, "SELECT count(*) AS n FROM t WHERE id BETWEEN 250 AND 260", safe=True)
+    assert safe.to_pylist() == [{"n": 22}]

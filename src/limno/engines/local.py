@@ -8,8 +8,9 @@ rule, so every engine sees the same columns).
 
 A pool's view reads the snapshot's Parquet objects in place, so DuckDB plans the
 statement over the files with its own projection and filter pushdown, row-group
-pruning and threads; only rows that need limno's merge (iterators, clipped
-objects, types DuckDB would read differently, remote lakes) are merged first, and
+pruning and threads (on an S3 lake pyarrow scans the objects for it, with the
+same pushdown); only rows that need limno's merge (iterators, clipped objects,
+types DuckDB would read differently) are merged first, and
 objects whose key range cannot satisfy the statement's conditions on the first key
 field are left out (:mod:`limno.pools.records.sql_source`).
 
@@ -22,12 +23,12 @@ but the snapshots' own objects (:mod:`limno.data.sql_safety`).
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from limno.core.refs import parse_pool_ref
 from limno.data.objects import DataObject, data_path
@@ -122,8 +123,15 @@ def _register(
         con.register(name, source.merged)
         return None
     read = _Read(pool, source)
-    files = ", ".join(_text(f) for f in source.files)
-    view = f"SELECT * FROM read_parquet([{files}])"
+    if source.filesystem is None:
+        files = ", ".join(_text(f) for f in source.files)
+        view = f"SELECT * FROM read_parquet([{files}])"
+    else:  # DuckDB reaches S3 only through an extension: pyarrow scans, DuckDB pushes down
+        scanned = ds.dataset(
+            list(source.files), source.schema, format="parquet", filesystem=source.filesystem
+        )
+        con.register(f"{hidden}_files", scanned)
+        view = f"SELECT * FROM {_name(hidden + '_files')}"
     if source.merged is not None and source.merged.num_rows:
         con.register(hidden, source.merged)
         view += f" UNION ALL SELECT * FROM {_name(hidden)}"
@@ -188,7 +196,7 @@ def _read_error(e: duckdb.Error, reads: list[_Read]) -> LimnoError:
     for read in reads:
         pool = read.pool
         for path, obj in zip(read.source.files, read.source.objects, strict=True):
-            if not os.path.exists(path):
+            if not pool.storage.exists(data_path(pool.id, obj.id)):
                 if pool.is_removed(obj.id):
                     return NotFoundError(
                         f"object {obj.id} was removed by vacuum: this commit is outside the"

@@ -11,6 +11,7 @@ import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ListResult", "ObjectInfo", "Storage"]
 
@@ -126,5 +127,14 @@ class Storage(ABC):
         """A filesystem path for the object when the store is local, else None.
 
         Engines use it to let DuckDB or Spark read files directly.
+        """
+        return None
+
+    def arrow_filesystem(self) -> tuple[Any, str] | None:
+        """A ``pyarrow.fs.FileSystem`` that reads this store's objects, and the root
+        to put before an object's path in it; None when there is none (a local store
+        has :meth:`local_path`, a memory store nothing an engine could reach).
+
+        Engines use it to scan a remote lake's Parquet objects in place.
         """
         return None

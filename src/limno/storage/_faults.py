@@ -240,5 +240,8 @@ class FaultyStorage(Storage):
     def local_path(self, path: str) -> str | None:
         return self.inner.local_path(path)
 
+    def arrow_filesystem(self) -> tuple[Any, str] | None:
+        return self.inner.arrow_filesystem()
+
     def __repr__(self) -> str:
         return f"<FaultyStorage {self.uri} {len(self.rules)} rule(s)>"

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import datetime as dt
 import errno
+import functools
 import os
 import re
 import secrets
@@ -21,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import obstore
 from obstore import exceptions as oe
@@ -98,10 +100,17 @@ def _info(meta: Any) -> ObjectInfo:
 class ObStorage(Storage):
     """A :class:`Storage` over any obstore store."""
 
-    def __init__(self, store: Any, uri: str, root: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        uri: str,
+        root: str | None = None,
+        arrow: Callable[[], tuple[Any, str]] | None = None,
+    ) -> None:
         self._store = store
         self.uri = uri
         self._root = root
+        self._arrow = functools.cache(arrow) if arrow is not None else None
 
     def _check(self, path: str) -> str:
         if not path or path.startswith("/") or "//" in path or path.endswith("/"):
@@ -288,6 +297,9 @@ class ObStorage(Storage):
             return None
         return os.path.join(self._root, *path.split("/"))
 
+    def arrow_filesystem(self) -> tuple[Any, str] | None:
+        return None if self._arrow is None else self._arrow()
+
     def _where(self, path: str) -> str:
         """Where an object lives, for error lines: a file path on a local lake, else a URI."""
         if self._root is not None:
@@ -420,4 +432,24 @@ def s3_storage(bucket: str, prefix: str = "") -> ObStorage:
         client_options=client_options or None,  # type: ignore[arg-type]
     )
     uri = f"s3://{bucket}/{prefix.strip('/')}".rstrip("/")
-    return ObStorage(store, uri)
+    return ObStorage(
+        store, uri, arrow=functools.partial(_s3_arrow, bucket, prefix, endpoint, region)
+    )
+
+
+def _s3_arrow(
+    bucket: str, prefix: str, endpoint: str | None, region: str | None
+) -> tuple[Any, str]:
+    """pyarrow's S3 filesystem on the same bucket, endpoint and region (credentials come
+    from the same ``AWS_*`` variables), and the bucket/prefix root of the lake."""
+    from pyarrow import fs  # only an engine scanning an S3 lake needs it
+
+    options: dict[str, Any] = {}
+    if endpoint:
+        parsed = urlparse(endpoint)
+        options["endpoint_override"] = parsed.netloc
+        options["scheme"] = parsed.scheme or "https"
+    if region:
+        options["region"] = region
+    root = "/".join(p for p in (bucket, prefix.strip("/")) if p)
+    return fs.S3FileSystem(**options), root

@@ -3,12 +3,13 @@
 Merging on read costs a full decode of every object into one table before the
 engine starts. Most snapshots need none of it: without iterators the rows of a
 snapshot are exactly the rows of its objects, in any order, so an engine can scan
-the objects' Parquet files itself, with its own projection and filter pushdown,
+the objects' Parquet files itself (by path on a local lake, through pyarrow's
+filesystem on S3), with its own projection and filter pushdown,
 row-group pruning and threads. Only what needs limno's hand is merged here: every
 object of a pool with iterators (dedup, aggregation and age-off decide which rows
 exist), objects only partly referenced after a split (*clipped*), objects the
 engine cannot read as limno would (the caller's ``readable``), and every object of
-a lake the engine cannot reach by path (a remote store).
+a store the engine cannot reach (a memory store).
 
 Objects that cannot hold a row the statement wants (:func:`limno.data.sql_ranges.may_hold`)
 are left out before either path.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -46,6 +47,8 @@ class SnapshotSource:
     files: tuple[str, ...]
     objects: tuple[DataObject, ...]
     merged: pa.Table | None
+    #: the ``pyarrow.fs.FileSystem`` the files are paths of; None: local paths
+    filesystem: Any = None
 
 
 def snapshot_source(
@@ -59,11 +62,15 @@ def snapshot_source(
     everything = pool.objects(ref, as_of)
     schema = unify(o.schema for o in everything if o.schema_b64)
     objs = [o for o in everything if may_hold(o, pool.key, conditions)]
+    remote = pool.storage.arrow_filesystem()
     direct: list[tuple[str, DataObject]] = []
     rest: list[DataObject] = []
     iterating = bool(pool.iterators)
     for o in objs:
-        path = pool.storage.local_path(data_path(pool.id, o.id))
+        stored = data_path(pool.id, o.id)
+        path = pool.storage.local_path(stored)
+        if path is None and remote is not None:
+            path = f"{remote[1]}/{stored}"
         if (
             path is None
             or iterating
@@ -78,7 +85,13 @@ def snapshot_source(
     if rest or not direct:
         chunks = list(pool._scan_objects(rest, None, None, "asc", None)) if rest else []
         merged = conform(pa.concat_tables(chunks), schema) if chunks else schema.empty_table()
-    return SnapshotSource(schema, tuple(p for p, _ in direct), tuple(o for _, o in direct), merged)
+    return SnapshotSource(
+        schema,
+        tuple(p for p, _ in direct),
+        tuple(o for _, o in direct),
+        merged,
+        None if remote is None else remote[0],
+    )
 
 
 def _same_columns(a: pa.Schema, b: pa.Schema) -> bool:
