@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -56,9 +57,8 @@ def key_conditions(sql: str, table: str, column: str) -> list[Condition]:
 
     ``[]`` when there are none limno can use (see the module docstring).
     """
-    try:
-        tree = parse_tree(sql)
-    except LimnoError:
+    tree = _tree(sql)
+    if tree is None:
         return []
     found = [node for node in tree_nodes(tree) if "from_table" in node and _reads(node, table) > 0]
     if len(found) != 1 or _reads(tree, table) != 1:
@@ -70,6 +70,15 @@ def key_conditions(sql: str, table: str, column: str) -> list[Condition]:
     for term in _conjuncts(select.get("where_clause")):
         out.extend(_term(term, names, column.lower()))
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _tree(sql: str) -> dict[str, Any] | None:
+    """The statement's parse tree (read only: shared by the calls for each of its tables)."""
+    try:
+        return parse_tree(sql)
+    except LimnoError:
+        return None
 
 
 def may_hold(obj: DataObject, key: PoolKey, conditions: Sequence[Condition]) -> bool:
