@@ -27,9 +27,11 @@ from typing import Any
 import pyarrow as pa
 
 from bench import memory, peers
+from bench.cli_start import cli_start
 from bench.data import parts, rows_table, sample_keys
 from bench.harness import Config, Result, Skipped, median, percentile, timed
 from bench.systems import SYSTEMS, available, ingest
+from bench.tpch import tpch, tpch_missing
 
 # -- ingest ------------------------------------------------------------------------------
 
@@ -488,7 +490,7 @@ def spark(cfg: Config) -> list[Result]:
     rows = cfg.rows(20_000_000, 200_000)
     # 4 GB of driver heap (the default is 1 GB): the 20M cached rows and the sorts of
     # both writers share it, and with 1 GB a sort could run out of execution memory
-    session = ls.session(conf={"spark.driver.memory": "4g"})
+    session = ls.session(conf={"spark.driver.memory": "4g"}, remote=False)  # needs sparkContext
     # deterministic rows made in Spark: k is a permutation of 0..rows-1 (a multiplier
     # coprime with rows), the other columns hash k
     mult = 1_000_003
@@ -565,7 +567,9 @@ BENCHMARKS: list[Benchmark] = [
     ("range_scan", range_scan, _always),
     ("compaction", compaction, compaction_missing),
     ("git", git_operations, git_missing),
+    ("cli_start", cli_start, _always),
     ("spark", spark, spark_missing),
+    ("tpch", tpch, tpch_missing),
 ]
 
 

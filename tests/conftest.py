@@ -23,6 +23,22 @@ from limno.storage import Storage, open_storage
 from s3_support import S3_ENV, make_bucket
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Spark's state directory (session logs, a `limno spark start` server's state) in
+    a temporary directory: tests never attach to a developer's running server, nor
+    write under their home."""
+    saved = {k: os.environ.pop(k, None) for k in ("LIMNO_SPARK_STATE_DIR", "LIMNO_SPARK_REMOTE")}
+    os.environ["LIMNO_SPARK_STATE_DIR"] = str(tmp_path_factory.mktemp("spark-state"))
+    try:
+        yield
+    finally:
+        os.environ.pop("LIMNO_SPARK_STATE_DIR", None)
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,12 +11,11 @@ interface, :mod:`limno.api`), the model types they return, and the exception tre
     logs.scan("main", start=100, end=200)
 """
 
-from limno.api import Engine, Lake, Pool
-from limno.core.commits import Action, Commit
-from limno.core.hooks import HookSpec
-from limno.core.versioning import DiffEntry, MergeResult
-from limno.data.objects import DataObject
-from limno.data.typed_schema import TypedSchema
+from __future__ import annotations
+
+import importlib
+import typing  # whole: dir(limno) holds no names but the API's
+
 from limno.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -29,11 +28,55 @@ from limno.errors import (
     PreconditionFailedError,
     StorageError,
 )
-from limno.faults import Fault
-from limno.pools.records.compaction import CompactionJob, JobResult
-from limno.pools.registry import PoolConfig
-from limno.pools.settings import CompactionSettings, PoolSettings
-from limno.pools.vacuum import VacuumReport
+
+if typing.TYPE_CHECKING:
+    from limno.api import Engine, Lake, Pool
+    from limno.core.commits import Action, Commit
+    from limno.core.hooks import HookSpec
+    from limno.core.versioning import DiffEntry, MergeResult
+    from limno.data.objects import DataObject
+    from limno.data.typed_schema import TypedSchema
+    from limno.faults import Fault
+    from limno.pools.records.compaction import CompactionJob, JobResult
+    from limno.pools.registry import PoolConfig
+    from limno.pools.settings import CompactionSettings, PoolSettings
+    from limno.pools.vacuum import VacuumReport
+
+#: the re-exports imported on first use (PEP 562), so that ``import limno.cli``
+#: loads only what a command needs (see limno.lazy)
+_LAZY = {
+    "Engine": "limno.api",
+    "Lake": "limno.api",
+    "Pool": "limno.api",
+    "Action": "limno.core.commits",
+    "Commit": "limno.core.commits",
+    "HookSpec": "limno.core.hooks",
+    "DiffEntry": "limno.core.versioning",
+    "MergeResult": "limno.core.versioning",
+    "DataObject": "limno.data.objects",
+    "TypedSchema": "limno.data.typed_schema",
+    "Fault": "limno.faults",
+    "CompactionJob": "limno.pools.records.compaction",
+    "JobResult": "limno.pools.records.compaction",
+    "PoolConfig": "limno.pools.registry",
+    "CompactionSettings": "limno.pools.settings",
+    "PoolSettings": "limno.pools.settings",
+    "VacuumReport": "limno.pools.vacuum",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'limno' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Action",

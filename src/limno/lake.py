@@ -12,9 +12,7 @@ import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Self
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Self
 
 from limno.config import lake_location
 from limno.core.refs import parse_pool_ref
@@ -34,6 +32,9 @@ from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.settings import DEFAULT_SPLIT_THRESHOLD, CompactionSettings, PoolSettings
 from limno.pools.vacuum import DEFAULT_GRACE
 from limno.storage import Storage, open_storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "Lake"]
 

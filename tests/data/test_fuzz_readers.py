@@ -271,8 +271,15 @@ print("ok", flush=True)
 """
 
 
-def test_a_fuzz_loop_does_not_crash_the_process() -> None:
-    seed_value = int(os.environ.get("LIMNO_FUZZ_SEED", random.randrange(2**32)))
+@pytest.mark.parametrize(
+    "fixed_seed",
+    [
+        None,  # a new seed each run (printed on failure)
+        111,  # an Arrow stream whose list offsets overrun their child: it used to abort
+    ],
+)
+def test_a_fuzz_loop_does_not_crash_the_process(fixed_seed: int | None) -> None:
+    seed_value = fixed_seed or int(os.environ.get("LIMNO_FUZZ_SEED", random.randrange(2**32)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(seed_value), "400"],

@@ -473,6 +473,7 @@ def test_parallel_parts_failure_leaves_nothing(
     monkeypatch.setattr(_writer, "_parallel_parts", lambda nbytes: 2)
     monkeypatch.setattr(_writer, "write_sorted", flaky)
     table = pa.table({"k": list(range(10_000))[::-1]})
+    batches = table.to_batches(max_chunksize=5_000)  # out of order: sorted in memory
     with pytest.raises(OSError, match="disk full"):
-        _writer.sort_and_write(store, "p", [table], PoolKey.parse("k"), 10**9)
+        _writer.sort_and_write(store, "p", batches, PoolKey.parse("k"), 10**9)
     assert store.list("p").objects == []

@@ -195,6 +195,34 @@ def test_head_probes_are_logarithmic(mem: Storage) -> None:
     assert len(probes) < 25, probes
 
 
+def test_head_seen_before_costs_one_probe(mem: Storage) -> None:
+    """A handle that saw the head asks only whether the next entry exists; another
+    writer's entries are still found."""
+    writer = Journal(mem, "j")
+    writer.create()
+    for i in range(5):
+        writer.append(b"%d" % i)
+    probes: list[str] = []
+
+    class Probing(CountingStorage):
+        def head(self, path: str) -> ObjectInfo:
+            probes.append(path)
+            return super().head(path)
+
+    counting = Probing(mem)
+    reader = Journal(counting, "j")
+    assert reader.head() == 5
+    probes.clear()
+    counting.gets.clear()
+    assert reader.head() == 5
+    assert probes == ["j/6"] and counting.gets == []
+    writer.append(b"x")
+    writer.append(b"y")
+    assert reader.head() == 7
+    assert reader.append(b"z") == 8
+    assert writer.head() == 8
+
+
 def test_journal_threads_append_contiguously(mem: Storage) -> None:
     j = Journal(mem, "j")
     j.create()
@@ -275,6 +303,22 @@ def test_store_cas_sees_concurrent_change(mem: Storage) -> None:
     with pytest.raises(PreconditionFailedError):
         two.commit([Put("ref", {"at": 3})], [AssertEquals("ref", {"at": 1})])
     assert two.commit([Put("ref", {"at": 3})], [AssertEquals("ref", {"at": 2})]).n == 3
+
+
+def test_store_commit_from_a_stale_state_checks_again(mem: Storage) -> None:
+    """A commit started from a state the caller read loses the race when that state is
+    stale, and its requirements are checked again on the fresh one."""
+    one = JournalStore(mem, "s")
+    one.create()
+    two = JournalStore(mem, "s")
+    stale = two.state()
+    one.commit([Put("x", {"v": 1})])
+    with pytest.raises(PreconditionFailedError):
+        two.commit([Put("x", {"v": 2})], [AssertAbsent("x")], state=stale)
+    landed = two.commit([Put("y", {"v": 3})], [AssertAbsent("y")], state=stale)
+    assert landed.n == 2
+    assert dict(landed.items) == {"x": {"v": 1}, "y": {"v": 3}}
+    assert dict(JournalStore(mem, "s").state().items) == dict(landed.items)
 
 
 def test_store_callable_updates(mem: Storage) -> None:

@@ -284,6 +284,33 @@ def test_local_store(tmp_path: Path) -> None:
     assert via_file_uri.get("a/b.txt") == b"on disk"
 
 
+def test_local_store_answers_as_obstore_does(tmp_path: Path) -> None:
+    """A local store reads and writes small objects itself (no hand-off to obstore's
+    threads): what it reports is what obstore reports, and it leaves no staging file."""
+    import obstore
+
+    from limno.storage._obstore import ObStorage, _info
+
+    store = open_storage(str(tmp_path / "lake"), create=True)
+    assert isinstance(store, ObStorage)
+    store.put("a/new", b"one")  # a new file (and its directory)
+    store.put("a/new", b"three")  # replaced
+    store.put_if_absent("b/c/once", b"1")
+    with pytest.raises(AlreadyExistsError, match="b/c/once"):
+        store.put_if_absent("b/c/once", b"2")
+    for path, data in [("a/new", b"three"), ("b/c/once", b"1")]:
+        assert store.get(path) == data
+        assert store.head(path) == _info(obstore.head(store._store, path))
+    assert store.exists("a/new") and not store.exists("a/missing") and not store.exists("a")
+    with pytest.raises(NotFoundError, match="a/new/below"):
+        store.head("a/new/below")  # a file where a directory would be
+    store.delete("a/new")
+    store.delete("a/new")  # deleting a missing object is no error
+    assert not store.exists("a/new")
+    assert store.list_partial() == []
+    assert [o.path for o in store.list().objects] == ["b/c/once"]
+
+
 def test_memory_store_by_name() -> None:
     name = uuid.uuid4().hex
     first = open_storage(f"memory://{name}")

@@ -19,9 +19,7 @@ import datetime as dt
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from limno.config import lake_location
 from limno.core.commits import Commit
@@ -32,9 +30,13 @@ from limno.data.typed_schema import TypedSchema
 from limno.errors import InvalidInputError, NotFoundError
 from limno.faults import Fault
 from limno.pools.branching import BranchView, transaction
-from limno.pools.records.compaction import JobResult
 from limno.pools.registry import PoolConfig
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.pools.records.compaction import JobResult
 
 __all__ = ["DEFAULT_TARGET_SIZE", "Engine", "Lake", "Pool", "Source", "register"]
 

@@ -13,18 +13,23 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from limno.api.base import Engine, Lake, Pool, Source, register
 from limno.core.commits import Commit
 from limno.data.typed_schema import TypedSchema
-from limno.engines import local as local_engine
 from limno.engines.choice import use_spark
 from limno.lake import Lake as InProcessLake
+from limno.lazy import lazy_module
 from limno.pools.records.compaction import JobResult, Runner, local_runner
 from limno.pools.records.pool import RecordPool
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.engines import local as local_engine
+else:
+    local_engine = lazy_module("limno.engines.local")  # DuckDB: only for SQL
 
 __all__ = ["LocalLake", "LocalPool"]
 
@@ -131,7 +136,8 @@ class LocalLake(InProcessLake, Lake):
         if use_spark(engine, size):
             from limno.engines import spark as spark_engine  # PySpark loads only when used
 
-            spark = spark_engine.session(spark_master, dict(spark_conf or {}))
+            remote = False if safe else None  # safe mode's checks need a JVM in this process
+            spark = spark_engine.session(spark_master, dict(spark_conf or {}), remote=remote)
             return spark_engine.query(self, sql, spark, safe=safe)
         return local_engine.query(self, sql, safe=safe)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,12 +22,17 @@ from limno.cli._context import (
     meta_option,
     pool_option,
 )
-from limno.cli._output import write_tables
+from limno.cli._output import write_rows, write_tables
 from limno.core.commits import Commit
 from limno.data.objects import DataObject
-from limno.data.sql_safety import safe_from_env
 from limno.errors import InvalidInputError
-from limno.pools.inspect import commits_table, objects_table
+from limno.lazy import lazy_module
+from limno.pools.inspect import commits_rows, objects_table
+
+if TYPE_CHECKING:
+    from limno.data import sql_safety
+else:
+    sql_safety = lazy_module("limno.data.sql_safety")  # DuckDB: only for SQL
 
 __all__ = ["COMMANDS"]
 
@@ -168,8 +174,7 @@ def log(
                 )
             click.echo("")
         return
-    table = commits_table(commits)
-    write_tables([table], fmt)
+    write_rows(commits_rows(commits), fmt)
 
 
 @click.command()
@@ -236,7 +241,7 @@ def query(
     table = obj.lake().query(
         sql,
         engine=engine,
-        safe=safe or safe_from_env(),
+        safe=safe or sql_safety.safe_from_env(),
         spark_master=spark_master,
         spark_conf=dict(spark_conf),
     )

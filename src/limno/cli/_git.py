@@ -7,9 +7,9 @@ A REF argument is ``pool@ref`` or a bare ``ref`` of the pool given by ``-p``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
-import pyarrow as pa
 
 from limno.cli._context import Context, format_option, meta_option, pool_option
 from limno.cli._output import write_tables
@@ -18,7 +18,13 @@ from limno.core.hooks import EVENTS, HookSpec
 from limno.core.merge import STRATEGIES
 from limno.core.refs import parse_pool_ref
 from limno.errors import InvalidInputError, NotFoundError
+from limno.lazy import lazy_module
 from limno.pools.inspect import diff_table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy_module("pyarrow")
 
 __all__ = ["COMMANDS"]
 

@@ -22,6 +22,7 @@ from limno.api import Lake
 from limno.cli import _data, _git, _maintenance, _pools
 from limno.cli._context import Context
 from limno.cli._output import FORMATS
+from limno.cli._spark import spark as spark_commands
 from limno.config import lake_location
 from limno.errors import LimnoError, os_reason
 
@@ -85,6 +86,7 @@ def verify(obj: Context, pool: str | None, deep: bool) -> None:
 for _module in (_pools, _data, _git, _maintenance):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
+cli.add_command(spark_commands)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,8 @@
 
 ``table`` is for people (the default on a terminal), ``ndjson`` for pipes (the
 default otherwise). Results stream batch by batch where the format allows.
+Listings that commands build as Python rows (:class:`~limno.pools.inspect.Rows`)
+are printed as text or JSON without loading Arrow.
 """
 
 from __future__ import annotations
@@ -12,20 +14,32 @@ import decimal
 import io
 import json
 import sys
-from collections.abc import Iterable
-from typing import IO, Any
+from collections.abc import Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.ipc as ipc
-import pyarrow.parquet as pq
-
-from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
 
-__all__ = ["FORMATS", "default_format", "write_tables"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    from limno.data import schema as unification
+    from limno.pools.inspect import Rows
+else:
+    pa = lazy_module("pyarrow")
+    pacsv = lazy_module("pyarrow.csv")
+    ipc = lazy_module("pyarrow.ipc")
+    pq = lazy_module("pyarrow.parquet")
+    unification = lazy_module("limno.data.schema")
+
+__all__ = ["FORMATS", "default_format", "write_rows", "write_tables"]
 
 FORMATS = ("table", "ndjson", "json", "csv", "parquet", "arrow")
+#: the formats written from Python values (the others are Arrow's writers)
+TEXT_FORMATS = ("table", "ndjson", "json")
 MAX_CELL = 48
 
 
@@ -51,42 +65,67 @@ def to_json(v: Any) -> str:
 
 def write_tables(tables: Iterable[pa.Table], fmt: str, out: IO[bytes] | None = None) -> int:
     """Write result tables in ``fmt`` to ``out`` (stdout); returns the row count."""
-    if fmt not in FORMATS:
-        raise InvalidInputError(f"unknown output format {fmt!r} (one of {', '.join(FORMATS)})")
+    _check(fmt)
     stream = out or sys.stdout.buffer
     if fmt == "ndjson":
-        rows = 0
-        for t in tables:
-            for row in t.to_pylist():
-                stream.write(to_json(row).encode() + b"\n")
-                rows += 1
-        stream.flush()
-        return rows
+        return _write_text((), (row for t in tables for row in t.to_pylist()), fmt, stream)
     materialized = [t for t in tables if t.num_columns]
     table = _one(materialized)
-    if fmt == "json":
-        stream.write(json.dumps(table.to_pylist(), default=_json_default, indent=2).encode())
-        stream.write(b"\n")
-    elif fmt == "csv":
+    if fmt in TEXT_FORMATS:
+        return _write_text(table.column_names, table.to_pylist(), fmt, stream)
+    if fmt == "csv":
         pacsv.write_csv(_flatten_nested(table), stream)
     elif fmt == "parquet":
         buf = io.BytesIO()
         pq.write_table(table, buf)
         stream.write(buf.getvalue())
-    elif fmt == "arrow":
+    else:
         with ipc.new_stream(stream, table.schema) as writer:
             writer.write_table(table)
-    else:
-        stream.write(render_table(table).encode())
     stream.flush()
     return int(table.num_rows)
+
+
+def write_rows(listing: Rows, fmt: str, out: IO[bytes] | None = None) -> int:
+    """Write a listing in ``fmt`` to ``out`` (stdout): as text or JSON straight from its
+    rows, in the binary formats as its Arrow table. Returns the row count."""
+    _check(fmt)
+    if fmt not in TEXT_FORMATS:
+        return write_tables([listing.table()], fmt, out)
+    return _write_text(listing.names, listing.rows, fmt, out or sys.stdout.buffer)
+
+
+def _check(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"unknown output format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def _write_text(
+    names: Sequence[str], rows: Iterable[dict[str, Any]], fmt: str, stream: IO[bytes]
+) -> int:
+    """Rows as NDJSON (streamed), a JSON list, or a text table with columns ``names``."""
+    count = 0
+    if fmt == "ndjson":
+        for row in rows:
+            stream.write(to_json(row).encode() + b"\n")
+            count += 1
+    else:
+        whole = list(rows)
+        count = len(whole)
+        if fmt == "json":
+            stream.write(json.dumps(whole, default=_json_default, indent=2).encode())
+            stream.write(b"\n")
+        else:
+            stream.write(render_table(names, whole).encode())
+    stream.flush()
+    return count
 
 
 def _one(tables: list[pa.Table]) -> pa.Table:
     if not tables:
         return pa.table({})
-    schema = unify(t.schema for t in tables)
-    return pa.concat_tables([conform(t, schema) for t in tables])
+    schema = unification.unify(t.schema for t in tables)
+    return pa.concat_tables([unification.conform(t, schema) for t in tables])
 
 
 def _flatten_nested(table: pa.Table) -> pa.Table:
@@ -111,16 +150,16 @@ def _cell(v: Any) -> str:
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 
-def render_table(table: pa.Table) -> str:
+def render_table(names: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
     """A plain-text table for terminals (values cut at 48 characters)."""
-    if not table.num_columns:
+    if not names:
         return "(no rows)\n"
-    header = list(table.column_names)
-    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    header = list(names)
+    cells = [[_cell(row.get(n)) for n in header] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    for r in rows:
+    for r in cells:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    if not rows:
+    if not cells:
         lines.append("(no rows)")
     return "\n".join(lines) + "\n"

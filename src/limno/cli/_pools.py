@@ -7,10 +7,11 @@ import sys
 import click
 
 from limno.cli._context import SIZE, Context, format_option
-from limno.cli._output import write_tables
+from limno.cli._output import write_rows
 from limno.cli._state import set_working_ref, working_ref
 from limno.data.typed_schema import TypedSchema
 from limno.errors import InvalidInputError, NotFoundError
+from limno.pools.inspect import branches_rows, pools_rows
 from limno.units import parse_duration
 
 __all__ = ["COMMANDS"]
@@ -106,8 +107,12 @@ def _compaction(text: str) -> dict[str, object]:
 def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
     """List pools; or a pool's branches and tags."""
     lake = obj.lake()
-    table = lake.meta_table("", "pools") if pool is None else lake.pool(pool).meta_table("branches")
-    write_tables([table], obj.format(fmt))
+    if pool is None:
+        listing = pools_rows(lake.list_pools())
+    else:
+        found = lake.pool(pool)
+        listing = branches_rows(found.branches(), found.tags())
+    write_rows(listing, obj.format(fmt))
 
 
 @click.command()

@@ -15,12 +15,13 @@ Layout under a pool: ``meta/ranges/<sha256>`` and ``meta/metaranges/<sha256>``.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@functools.lru_cache(maxsize=16384)  # a commit re-chunks the ranges it changes
 def is_boundary(key: str) -> bool:
     """Whether ``key`` ends a range (a function of the key alone)."""
     h = hashlib.blake2b(key.encode(), digest_size=4).digest()
@@ -100,17 +102,17 @@ class _LRU:
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._data: OrderedDict[str, Any] = OrderedDict()
+        self._data: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Any:
+    def get(self, key: Hashable) -> Any:
         with self._lock:
             if key in self._data:
                 self._data.move_to_end(key)
                 return self._data[key]
         return None
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: Hashable, value: Any) -> None:
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)

@@ -247,7 +247,7 @@ class Gc:
                 continue
             try:
                 return self.journal.commit(
-                    updates, [*requirements, AssertEquals(GC_KEY, _plain(gc.raw))]
+                    updates, [*requirements, AssertEquals(GC_KEY, _plain(gc.raw))], state=state
                 )
             except PreconditionFailedError:  # other errors (a failed append) go up as they are
                 fresh = self.journal.state()

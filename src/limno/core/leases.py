@@ -75,16 +75,23 @@ def _pid_namespace() -> str | None:
         return None
 
 
+#: the parts of a process's identity that stay as long as the process does, by pid (a
+#: forked child has its own)
+_lasting: dict[int, dict[str, Any]] = {}
+
+
 def process_identity() -> dict[str, Any]:
     """What identifies this process to another process on the same machine."""
     pid = os.getpid()
-    return {
-        "host": socket.gethostname(),
-        "boot": _read("/proc/sys/kernel/random/boot_id"),
-        "pidns": _pid_namespace(),
-        "pid": pid,
-        "start": _start_ticks(pid),
-    }
+    lasting = _lasting.get(pid)
+    if lasting is None:
+        lasting = _lasting[pid] = {
+            "boot": _read("/proc/sys/kernel/random/boot_id"),
+            "pidns": _pid_namespace(),
+            "pid": pid,
+            "start": _start_ticks(pid),
+        }
+    return {"host": socket.gethostname(), **lasting}
 
 
 def _same_machine(info: dict[str, Any], me: dict[str, Any]) -> bool:

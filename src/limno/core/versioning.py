@@ -19,6 +19,7 @@ import datetime as dt
 import functools
 import getpass
 import json
+import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,20 @@ __all__ = ["DiffEntry", "MergeResult", "Versioned", "default_author"]
 MAX_COMMIT_ATTEMPTS = 200
 
 
+#: the environment variables getpass.getuser() reads before the user database
+_USER_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
+
+
 def default_author() -> str:
+    """Who runs this process, as getpass.getuser() says; the user database (a file read)
+    is asked once."""
+    if any(os.environ.get(name) for name in _USER_VARIABLES):
+        return getpass.getuser()
+    return _account_name()
+
+
+@functools.cache
+def _account_name() -> str:
     try:
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no user database (containers): fall back

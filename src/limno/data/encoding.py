@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import queue
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -33,7 +35,15 @@ from limno.errors import ConflictError, LimnoError, os_errors
 from limno.ksuid import ksuid
 from limno.storage import Storage
 
-__all__ = ["ROW_GROUP_ROWS", "ObjectWriter", "Removed", "Uploader"]
+__all__ = [
+    "ROW_GROUP_ROWS",
+    "Backlog",
+    "ObjectFeed",
+    "ObjectWriter",
+    "Removed",
+    "StreamFailed",
+    "Uploader",
+]
 
 #: rows per Parquet row group of a data object: small enough that a point lookup
 #: decodes little, large enough that scans stay fast
@@ -42,7 +52,7 @@ COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
 #: rows looked at to decide whether a column's values repeat enough for a dictionary
 DICTIONARY_SAMPLE_ROWS = 16384
-#: ... and the fewest rows for which that is worth looking at
+#: ... and the fewest rows for which that is worth looking at (fewer: no dictionaries)
 DICTIONARY_MIN_ROWS = 4096
 
 #: tells whether vacuum removed the object of this id (see :func:`write_sorted`)
@@ -53,6 +63,10 @@ Removed = Callable[[str], bool]
 
 #: one thread for every writer's key-sketch updates (first in, first done)
 _SKETCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limno-sketch")
+#: a piece of at most this many rows is sketched in the writer's own thread when none
+#: of its object's updates is pending (a small append's whole sketch takes less time
+#: than handing it to that thread)
+INLINE_SKETCH_ROWS = 16384
 
 
 class ObjectWriter:
@@ -149,7 +163,10 @@ class ObjectWriter:
         self.keyless += nulls
         self.rows += piece.num_rows
         # KLL updates hold the GIL but not the encoder: they run beside it, in order
-        self._sketching.append(_SKETCHER.submit(self.sketch.add, keys.column(0)))
+        if not self._sketching and piece.num_rows <= INLINE_SKETCH_ROWS:
+            self.sketch.add(keys.column(0))
+        else:
+            self._sketching.append(_SKETCHER.submit(self.sketch.add, keys.column(0)))
         self.key_types = tuple(str(t) for t in keys.schema.types)
 
     def close(self) -> DataObject:
@@ -213,14 +230,19 @@ def _dictionary_columns(sample: pa.Table) -> bool | list[str]:
 
     Dictionary encoding pays when values repeat; for (nearly) unique values it costs
     time and makes the file larger. Only top-level primitive columns whose sample has
-    more than half distinct values go without; nested columns keep the default.
+    more than half distinct values go without; nested columns keep the default. In an
+    object of fewer than :data:`DICTIONARY_MIN_ROWS` rows every primitive column goes
+    without: a dictionary saves next to nothing there, and building one takes a good
+    part of a small append's encoding time.
     """
-    if sample.num_rows < DICTIONARY_MIN_ROWS:
-        return True  # too small to matter either way
+    small = sample.num_rows < DICTIONARY_MIN_ROWS
     sample = sample.slice(0, DICTIONARY_SAMPLE_ROWS)
     plain = []
     for name, column in zip(sample.column_names, sample.columns, strict=True):
         if not _flat(column.type):
+            continue
+        if small:
+            plain.append(name)
             continue
         valid = len(column) - column.null_count
         if valid and pc.count_distinct(column).as_py() * 2 > valid:
@@ -272,6 +294,7 @@ class Uploader:
         self.uploaded: list[str] = []
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="limno-upload")
         self._inflight: Future[None] | None = None
+        self._publishing = threading.Lock()  # objects may be closed by several threads
         self._temps: list[str] = []
         self._local = storage.local_path("x") is not None
 
@@ -312,15 +335,16 @@ class Uploader:
         try:
             obj = writer.close()
             sketch, type_text = writer.sketch.finish()
-            self.finish()  # at most one upload in flight: bounded temp space
-            path = sketch_path(writer.pool_id, writer.object_id)
-            self.uploaded.append(path)
-            self.storage.put(path, sketch.to_bytes(type_text))
-            if self._local:
-                self.storage.move_file(writer.path, writer.tmp)
-                self.uploaded.append(writer.path)
-            else:
-                self._inflight = self._pool.submit(self._upload, writer.path, writer.tmp)
+            with self._publishing:
+                self.finish()  # at most one upload in flight: bounded temp space
+                path = sketch_path(writer.pool_id, writer.object_id)
+                self.uploaded.append(path)
+                self.storage.put(path, sketch.to_bytes(type_text))
+                if self._local:
+                    self.storage.move_file(writer.path, writer.tmp)
+                    self.uploaded.append(writer.path)
+                else:
+                    self._inflight = self._pool.submit(self._upload, writer.path, writer.tmp)
         except (LimnoError, OSError) as e:
             if self.is_removed is not None and self.is_removed(writer.object_id):
                 raise ConflictError(
@@ -351,3 +375,98 @@ class Uploader:
         for path in self.uploaded:
             with contextlib.suppress(Exception):
                 self.storage.delete(path)
+
+
+_END = object()  # a feed's last item: the object is complete
+
+
+class Backlog:
+    """Bytes (Arrow size) of rows queued to the encoders of a stream, at most ``limit``
+    (a piece larger than that alone still goes): a reader faster than the encoders
+    waits, and while one object's encoder catches up the next object's starts. Once
+    an encoder fails the stream is over: nobody waits for room any more."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.failed = False
+        self._changed = threading.Condition()
+
+    def take(self, nbytes: int) -> bool:
+        """Wait for room for ``nbytes`` and take it; False if the stream failed."""
+        with self._changed:
+            while self.used and self.used + nbytes > self.limit and not self.failed:
+                self._changed.wait()
+            if self.failed:
+                return False
+            self.used += nbytes
+            return True
+
+    def give(self, nbytes: int) -> None:
+        with self._changed:
+            self.used -= nbytes
+            self._changed.notify_all()
+
+    def fail(self) -> None:
+        with self._changed:
+            self.failed = True
+            self._changed.notify_all()
+
+
+class ObjectFeed:
+    """One object encoded in a thread of its own, so that consecutive objects of a
+    stream are encoded at once (pyarrow encodes one file on one thread).
+
+    Pieces are queued to the encoder within the stream's :class:`Backlog`;
+    :attr:`future` gives the published object.
+    """
+
+    def __init__(
+        self, uploader: Uploader, writer: ObjectWriter, pool: ThreadPoolExecutor, backlog: Backlog
+    ) -> None:
+        self.uploader = uploader
+        self.writer = writer
+        self.backlog = backlog
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._aborted = threading.Event()
+        self.future: Future[DataObject] = pool.submit(self._encode)
+
+    def put(self, piece: pa.Table) -> None:
+        """Queue the object's next rows; raises :class:`StreamFailed` once an encoder
+        of the stream failed (the caller then finds out which, and why)."""
+        if not self.backlog.take(piece.nbytes):
+            raise StreamFailed
+        self._queue.put(piece)
+
+    def end(self) -> None:
+        """The object has all its rows: finish and publish it."""
+        self._queue.put(_END)
+
+    def abort(self) -> None:
+        """Stop encoding (after the current piece) and discard the object."""
+        self._aborted.set()
+        self._queue.put(_END)  # wakes an encoder waiting for rows
+
+    def _encode(self) -> DataObject:
+        try:
+            while True:
+                item = self._queue.get()
+                if self._aborted.is_set():
+                    if item is not _END:
+                        self.backlog.give(item.nbytes)
+                    raise StreamFailed
+                with os_errors("write", self.uploader.shown(self.writer)):
+                    if item is _END:
+                        return self.uploader.close(self.writer)
+                    try:
+                        self.writer.add(item)
+                    finally:
+                        self.backlog.give(item.nbytes)
+        except BaseException:
+            self.backlog.fail()
+            self.writer.discard()
+            raise
+
+
+class StreamFailed(Exception):
+    """An encoder of the stream failed (this one, or another)."""

@@ -2,7 +2,8 @@
 
 Every source of a load (a file in any format, or Arrow data from Python) becomes
 record batches that passed the input checks (:mod:`.input_checks`: UTF-8, nesting,
-Arrow validation) and the pool's typed schema if it has one. A load's keys must
+Arrow validation), in their stored form (:mod:`.plain_types`), and checked against
+the pool's typed schema if it has one. A load's keys must
 sort with the pool's: a key field's values must be of one family in every object.
 """
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 from limno.data.input_checks import check_arrow, check_schema, without_empty_structs
 from limno.data.keys import PoolKey, key_family
 from limno.data.objects import DataObject
+from limno.data.plain_types import plain_batch
 from limno.data.readers import read_records
 from limno.data.typed_schema import TypedSchema
 from limno.errors import InvalidInputError
@@ -50,7 +52,7 @@ def checked_batches(
         for batch in batches:
             if arrow:
                 check_arrow(name, batch, rows)
-                batch = without_empty_structs(batch)
+                batch = plain_batch(without_empty_structs(batch))
             if schema is not None:
                 batch = schema.check(batch, name, rows)
             if origins is not None and (seen is None or not batch.schema.equals(seen)):

@@ -199,6 +199,33 @@ def _parts(arr: pa.Array) -> Iterator[pa.Array]:
         yield from _parts(arr.flatten())
 
 
+def _sound(arr: pa.Array) -> bool:
+    """Whether the structure of ``arr`` and of all it nests holds: buffers of the right
+    sizes, and list offsets (and sizes) that stay inside their child. Arrow's
+    ``flatten()`` trusts offsets, so damaged ones must be caught before any walk."""
+    try:
+        arr.validate()  # buffer sizes: reading the offsets below stays in bounds
+    except pa.ArrowInvalid:
+        return False
+    t = arr.type
+    if pt.is_struct(t):
+        return all(_sound(arr.field(i)) for i in range(t.num_fields))
+    if not (is_listish(t) or pt.is_map(t)):
+        return True
+    child = arr.values
+    if pt.is_fixed_size_list(t):
+        return len(child) >= (arr.offset + len(arr)) * t.list_size and _sound(child)
+    offsets = arr.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    if pt.is_list_view(t) or pt.is_large_list_view(t):
+        sizes = arr.sizes.to_numpy(zero_copy_only=False).astype(np.int64)
+        ok = bool(np.all(offsets >= 0) and np.all(sizes >= 0))
+        ok = ok and bool(np.all(offsets + sizes <= len(child)))
+    else:
+        ok = len(offsets) == len(arr) + 1 and bool(np.all(np.diff(offsets) >= 0))
+        ok = ok and (len(arr) == 0 or (offsets[0] >= 0 and offsets[-1] <= len(child)))
+    return ok and _sound(child)
+
+
 def _validate_values(arr: pa.Array) -> None:
     """Arrow's full validation of every value in ``arr`` (UTF-8 text, decimals within
     their precision, dictionary indices...): each container is checked for its own
@@ -276,6 +303,11 @@ def check_arrow(name: str, batch: pa.Table | pa.RecordBatch, first_row: int) -> 
         try:
             chunk.validate(full=True)
         except pa.ArrowInvalid as e:
+            if not _sound(chunk):  # offsets out of their child: never walk into it
+                where = f"rows {first_row + start + 1}-{first_row + start + len(chunk)}"
+                raise InvalidInputError(
+                    f"{name}: {where}: invalid data ({reason(e)}) in field {col_name!r}"
+                ) from None
             if not _values_valid(chunk):  # some rows hold bad values: name the first
                 raise _bad_row(name, col_name, chunk, first_row + start) from None
             why = reason(e)  # the structure itself, or bytes no row refers to

@@ -45,16 +45,24 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.types as pt
+from typing import TYPE_CHECKING, Any
 
 from limno.data.keys import PoolKey
-from limno.data.kway import concat_unified
 from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
 from limno.units import parse_duration
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    from limno.data import kway
+else:
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
+    pt = lazy_module("pyarrow.types")
+    kway = lazy_module("limno.data.kway")
 
 __all__ = [
     "AGGREGATES",
@@ -434,7 +442,7 @@ class Combiner:
         if self._held is not None:
             if not table.num_rows:
                 return table
-            table = concat_unified([self._held, table])
+            table = kway.concat_unified([self._held, table])
             self._held = None
         if not table.num_rows:
             return table

@@ -20,12 +20,26 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
+from limno.data.nanos import (
+    NanoDatetime,
+    NanoTime,
+    NanoTimedelta,
+    micro,
+    nanos,
+    parse_datetime,
+    python_value,
+)
 from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
 
 __all__ = [
     "KeyField",
@@ -141,7 +155,7 @@ class PoolKey:
 
     def row_key(self, keys: pa.Table, i: int) -> tuple[Any, ...] | None:
         """The key of row ``i`` of a :meth:`key_table` (None when keyless)."""
-        values = tuple(keys.column(c)[i].as_py() for c in self.column_names)
+        values = tuple(python_value(keys.column(c)[i]) for c in self.column_names)
         return None if any(v is None for v in values) else values
 
     def sort_key(self, key: Sequence[Any] | None) -> SortKey:
@@ -202,6 +216,7 @@ def is_sortable(t: pa.DataType) -> bool:
         or pa.types.is_large_string(t)
         or pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
         or pa.types.is_timestamp(t)
         or pa.types.is_date(t)
         or pa.types.is_time(t)
@@ -219,6 +234,7 @@ _FAMILIES = (
 )
 
 
+@functools.lru_cache(maxsize=1024)  # a load asks it of every object of the pool
 def key_family(type_text: str) -> str | None:
     """Which values a key type's values sort with (None for ``null``: any).
 
@@ -251,7 +267,7 @@ def _parse_scalar(name: str, text: Any, typ: pa.DataType) -> Any:
                 raise ValueError("expected true or false")
             return low == "true"
         if pa.types.is_timestamp(typ):
-            value = dt.datetime.fromisoformat(text.strip())
+            value = parse_datetime(text.strip())
             if typ.tz and value.tzinfo is None:
                 value = value.replace(tzinfo=dt.UTC)
             if not typ.tz and value.tzinfo is not None:
@@ -275,6 +291,8 @@ def encode_value(v: Any) -> Any:
         if v != v or v in (float("inf"), float("-inf")):
             return {"float": repr(v)}
         return v
+    if isinstance(v, dt.datetime | dt.time | dt.timedelta) and nanos(v):
+        return _encode_nanos(v)
     if isinstance(v, dt.datetime):
         return {"datetime": v.isoformat()}
     if isinstance(v, dt.date):
@@ -290,11 +308,26 @@ def encode_value(v: Any) -> Any:
     raise InvalidInputError(f"key value {v!r} of type {type(v).__name__} cannot be stored")
 
 
+def _encode_nanos(v: dt.datetime | dt.time | dt.timedelta) -> Any:
+    """The JSON form of a temporal value with nanoseconds (:mod:`.nanos`)."""
+    base, ns = micro(v), nanos(v)
+    if isinstance(base, dt.timedelta):
+        return {"timedelta_ns": base // dt.timedelta(microseconds=1) * 1000 + ns}
+    return {"datetime_ns" if isinstance(base, dt.datetime) else "time_ns": [base.isoformat(), ns]}
+
+
 def decode_value(v: Any) -> Any:
     """Inverse of :func:`encode_value`."""
     if not isinstance(v, dict):
         return v
     ((kind, raw),) = v.items()
+    if kind == "datetime_ns":
+        return NanoDatetime(dt.datetime.fromisoformat(raw[0]), raw[1])
+    if kind == "time_ns":
+        return NanoTime(dt.time.fromisoformat(raw[0]), raw[1])
+    if kind == "timedelta_ns":
+        us, ns = divmod(raw, 1000)
+        return NanoTimedelta(dt.timedelta(microseconds=us), ns)
     if kind == "float":
         return float(raw)
     if kind == "datetime":
@@ -342,6 +375,9 @@ def _cmp_values(a: Any, b: Any) -> int:
     ra, rb = _rank(a), _rank(b)
     if ra != rb:
         return -1 if ra < rb else 1
+    if isinstance(a, dt.datetime | dt.time | dt.timedelta) and (nanos(a) or nanos(b)):
+        na, nb = nanos(a), nanos(b)  # compared to the microsecond, then by nanoseconds
+        return _cmp_values(micro(a), micro(b)) or (na > nb) - (na < nb)
     if isinstance(a, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
         a = a if a.tzinfo else a.replace(tzinfo=dt.UTC)
         b = b if b.tzinfo else b.replace(tzinfo=dt.UTC)
@@ -350,6 +386,10 @@ def _cmp_values(a: Any, b: Any) -> int:
     if b != b:
         return -1
     return -1 if a < b else (1 if a > b else 0)
+
+
+#: types whose values of one type compare in Python exactly as _cmp_values orders them
+_PLAIN = frozenset({int, str, bytes})
 
 
 @functools.total_ordering
@@ -371,7 +411,10 @@ class SortKey:
         if a is None or b is None:
             return (a is None) - (b is None)
         for f, x, y in zip(self.pool_key.fields, a, b, strict=False):
-            c = _cmp_values(x, y)
+            if x.__class__ is y.__class__ and x.__class__ in _PLAIN:
+                c = (x > y) - (x < y)  # what _cmp_values says for these, sooner
+            else:
+                c = _cmp_values(x, y)
             if c:
                 # Arrow puts NaN after every number in both directions
                 flip = f.descending and x == x and y == y

@@ -23,27 +23,37 @@ after every keyed row, source by source.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from limno.data.keys import PoolKey, SortKey
 from limno.data.schema import conform, unify
 from limno.data.sort import sort_order, take_sorted
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow.compute as pc
+else:
+    pc = lazy_module("pyarrow.compute")  # 40 ms to import, and a point lookup needs none
 
 __all__ = ["concat_unified", "descending_indices", "first_true", "merge_sorted", "reverse_table"]
 
-_descending: pa.Array = pa.array([], pa.int64())
+#: ``[size-1, ..., 1, 0]``, grown on demand
+_descending: pa.Array | None = None
 
 
 def descending_indices(n: int) -> pa.Array:
     """``[n-1, ..., 1, 0]`` as an int64 array, sliced from a cached array (no Python loop)."""
     global _descending
     cached = _descending
-    if len(cached) < n:
-        size = max(n, 2 * len(cached), 1024)
-        ones = pa.repeat(pa.scalar(1, pa.int64()), size)
-        cached = pc.subtract(pa.scalar(size, pa.int64()), pc.cumulative_sum(ones))
+    if cached is None or len(cached) < n:
+        size = max(n, 2 * (0 if cached is None else len(cached)), 1024)
+        values = np.arange(size - 1, -1, -1, dtype=np.int64)
+        # wrapped, not converted: pa.array() of anything has pyarrow import pandas (half
+        # a second) when it is installed, to check whether the input is a pandas object
+        cached = pa.Array.from_buffers(pa.int64(), size, [None, pa.py_buffer(values)])
         _descending = cached
     return cached.slice(len(cached) - n)
 

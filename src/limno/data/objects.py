@@ -9,12 +9,16 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from limno.data.keys import PoolKey, SortKey, decode_key, encode_key
 from limno.errors import CorruptError, LimnoError
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    pa = lazy_module("pyarrow")
 
 __all__ = ["DataObject", "data_path", "lineage", "schema_from_b64", "schema_to_b64"]
 

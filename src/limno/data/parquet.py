@@ -133,6 +133,7 @@ def open_parquet(
     path: str,
     size: int | None = None,
     metadata: pq.FileMetaData | None = None,
+    small_reads: bool = False,
 ) -> pq.ParquetFile:
     """The Parquet file of a stored object (NotFoundError when it does not exist).
 
@@ -140,7 +141,9 @@ def open_parquet(
     ``metadata`` (a footer read before) saves reading the footer again. Remote files
     pre-buffer: the column chunks of one read are coalesced into a few large ranged
     requests instead of one request per column chunk. Footers of local files are
-    parsed once and reused (see :class:`_FooterCache`).
+    parsed once and reused (see :class:`_FooterCache`). ``small_reads`` (a lookup's
+    row group or two) reads local files without pre-buffering, whose I/O threads
+    cost more than they save there (a busy machine makes a lookup's read twice as slow).
 
     Opening it and reading from it raise limno's errors only (see :class:`ObjectFile`):
     bytes that fail to decode name the object, its pool and ``limno verify``.
@@ -148,12 +151,13 @@ def open_parquet(
     local = storage.local_path(path)
     with _decoding(storage, path):
         if local is not None:
+            buffered = not small_reads
             if metadata is not None:
-                return ObjectFile(storage, path, local, metadata=metadata)
+                return ObjectFile(storage, path, local, metadata=metadata, pre_buffer=buffered)
             stat = os.stat(local)
             ident = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
             cached = _footers.get(local, ident)
-            pf = ObjectFile(storage, path, local, metadata=cached)
+            pf = ObjectFile(storage, path, local, metadata=cached, pre_buffer=buffered)
             if cached is None:
                 _footers.put(local, ident, pf.metadata)
             return pf

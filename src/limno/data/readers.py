@@ -21,6 +21,9 @@ Two promises shape the code:
   includes input that would load but harm the pool (:mod:`._input_checks`): invalid
   UTF-8 and nesting deeper than Parquet reads back are refused before parsing.
 
+Batches come out in their stored form (:mod:`.plain_types`: view types, dictionaries,
+half floats and narrow 256-bit decimals become their plain equivalents).
+
 Compression is recognized by magic bytes, not by name, and decompressed as a
 stream. The format comes from the caller, else the file extension (after ``.gz`` /
 ``.zst``), else the first bytes of the (decompressed) content.
@@ -38,6 +41,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import IO, Any, cast
 
 import fastavro
@@ -60,6 +64,9 @@ from limno.data.input_checks import (
     reason,
     without_empty_structs,
 )
+from limno.data.parquet_input import NATIVE_ERRORS as _NATIVE_ERRORS
+from limno.data.parquet_input import row_groups
+from limno.data.plain_types import plain_batch
 from limno.data.python_rows import build, python_table
 from limno.data.schema import conform, from_avro, unify
 from limno.errors import InvalidInputError
@@ -84,8 +91,6 @@ _LONG_INTEGER = b"0" * 19
 _NULL_LINE = re.compile(rb"[ \t]*null[ \t\r]*(?=\n|\Z)")
 _NEXT_NULL_LINE = re.compile(rb"\n[ \t]*null[ \t\r]*(?=\n|\Z)")
 _JSON_WS = re.compile(r"[^ \t\r\n]")
-# what native readers raise for bad bytes (MemoryError: a size in the file is absurd)
-_NATIVE_ERRORS = (pa.ArrowException, OSError, MemoryError)
 
 
 # -- opening, decompressing, peeking ---------------------------------------------------
@@ -232,7 +237,7 @@ def read_records(
                     check_schema(name, batch.schema)  # the readers check before parsing too
                     checked = batch.schema
                 rows += batch.num_rows
-                yield without_empty_structs(batch)
+                yield plain_batch(without_empty_structs(batch))
         if rows == 0:
             raise InvalidInputError(f"{name}: no records")
     finally:
@@ -484,7 +489,8 @@ def _record_line(block: bytes, number: int, quote: str | None) -> int:
 def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.RecordBatch]:
     """Parquet by row group, ORC by stripe. Both need a seekable source: the local file
     itself, else (stdin, compressed input) the content read into memory."""
-    source = pa.OSFile(src.local) if src.local else pa.BufferReader(src.stream.read())
+    data = None if src.local else src.stream.read()
+    source = pa.OSFile(src.local) if src.local else pa.BufferReader(data)
     with source:
         try:
             f = pq.ParquetFile(source) if kind == "Parquet" else porc.ORCFile(source)
@@ -494,18 +500,21 @@ def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.Recor
         except UnicodeDecodeError:
             raise InvalidInputError(f"{src.name}: a field name is not valid UTF-8") from None
         check_schema(src.name, schema)  # before any data is read
-        parquet = isinstance(f, pq.ParquetFile)
+        if isinstance(f, pq.ParquetFile):
+            parts = row_groups(f, src.local, data, partial(_unreadable, src.name), src.name)
+            for part in parts:
+                yield from _split(part, batch_rows)
+            return
         rows = 0
-        for i in range(f.num_row_groups if parquet else f.nstripes):
+        for i in range(f.nstripes):
             try:
-                part = f.read_row_group(i) if parquet else f.read_stripe(i)
+                stripe = f.read_stripe(i)
             except _NATIVE_ERRORS as e:
-                unit = "row group" if parquet else "stripe"
-                where = f"{unit} {i} (rows from {rows + 1})"
-                raise _unreadable(src.name, f"{where}: corrupt {kind} data", e) from None
-            check_values(src.name, part, rows)
-            rows += part.num_rows
-            yield from _split(part, batch_rows)
+                where = f"stripe {i} (rows from {rows + 1})"
+                raise _unreadable(src.name, f"{where}: corrupt ORC data", e) from None
+            check_values(src.name, stripe, rows)
+            rows += stripe.num_rows
+            yield from _split(plain_batch(stripe), batch_rows)
 
 
 def _read_arrow(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:

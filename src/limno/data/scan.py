@@ -42,6 +42,9 @@ Key = tuple[Any, ...]
 MAX_GROUPS_PER_READ = 8
 #: ... when several objects are merged, each holds this many at most
 MAX_GROUPS_PER_MERGED_READ = 2
+#: a lookup reading at most this many row groups of an object decodes them on its own
+#: thread (more, as for many keys at once, go to Arrow's thread pool)
+SMALL_READ_GROUPS = 2
 
 
 def plan(
@@ -184,7 +187,7 @@ def lookup(
         if o.clip is not None and o.clip[1] is not None:  # [lo, hi): hi itself is out
             b = min(b, bisect.bisect_left(wanted, key.sort_key(o.clip[1])))
         if a < b:
-            reader = _Reader(storage, pool_id, o, key, None)
+            reader = _Reader(storage, pool_id, o, key, None, small=True)
             for j, rows in reader.matches(wanted[a:b]):
                 found.append((a + j, oi, rows))
     if not found:
@@ -253,18 +256,23 @@ class _Reader:
         obj: DataObject,
         key: PoolKey,
         columns: list[str] | None,
+        small: bool = False,
     ) -> None:
         self.storage = storage
         self.path = data_path(pool_id, obj.id)
         self.obj = obj
         self.key = key
         self.columns = columns
+        #: a lookup's reader: few row groups, read without pre-buffering
+        self.small = small
         self.metadata: pq.FileMetaData | None = None
         self._ranges: list[_GroupRange | None] | None = None
 
     @contextlib.contextmanager
     def _open(self) -> Iterator[pq.ParquetFile]:
-        pf = open_parquet(self.storage, self.path, self.obj.size or None, self.metadata)
+        pf = open_parquet(
+            self.storage, self.path, self.obj.size or None, self.metadata, small_reads=self.small
+        )
         try:
             self.metadata = pf.metadata
             yield pf
@@ -277,7 +285,9 @@ class _Reader:
             names = pf.schema_arrow.names
             wanted = [*self.columns, *(f.path[0] for f in self.key.fields)]
             cols = [c for c in dict.fromkeys(wanted) if c in names]
-        return pf.read_row_groups(groups, columns=cols)
+        # a lookup's row group or two decode faster here than handed to Arrow's threads
+        alone = self.small and len(groups) <= SMALL_READ_GROUPS
+        return pf.read_row_groups(groups, columns=cols, use_threads=not alone)
 
     def _groups(self, pf: pq.ParquetFile, keyed: bool) -> tuple[list[int], list[int]]:
         """Row groups holding keyed (or keyless) rows, and every group's first row."""
@@ -496,6 +506,9 @@ _PRUNABLE: tuple[Callable[[pa.DataType], bool], ...] = (
 def _prunable(typ: pa.DataType) -> bool:
     """Types whose Parquet statistics come back as Python values comparable to keys.
 
-    (Durations, for one, come back as bare integers.)
+    (Durations, for one, come back as bare integers, and nanosecond times of day as
+    times truncated to the microsecond.)
     """
+    if pa.types.is_time64(typ) and typ.unit == "ns":
+        return False
     return any(check(typ) for check in _PRUNABLE)

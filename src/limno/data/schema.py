@@ -72,13 +72,19 @@ import decimal
 import json
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from limno.data.plain_types import list_view_as_list
 from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow.compute as pc
+else:
+    pc = lazy_module("pyarrow.compute")  # 40 ms to import, and a point lookup needs none
 
 __all__ = [
     "coerce",
@@ -376,8 +382,9 @@ def _cast_struct(arr: pa.StructArray, dst: pa.StructType, path: str) -> pa.Array
 
 
 def _cast_list(arr: pa.Array, dst: pa.DataType, path: str) -> pa.Array:
-    if not (pt.is_list(arr.type) or pt.is_large_list(arr.type)):
-        # fixed-size lists and list views: let Arrow rebuild plain offsets first
+    if pt.is_list_view(arr.type) or pt.is_large_list_view(arr.type):
+        arr = list_view_as_list(arr, pa.large_list(arr.type.value_field))
+    elif pt.is_fixed_size_list(arr.type):  # let Arrow build offsets first
         arr = pc.cast(arr, pa.large_list(arr.type.value_field))
     values = _cast(arr.values, dst.value_type, path + "[]")
     large = pt.is_large_list(dst)

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from limno.data.sort import numpy_values
 from limno.errors import CorruptError, NotFoundError
 from limno.storage import Storage
 
@@ -82,18 +83,21 @@ def _as_float(value: Any) -> float:
 
 
 def _to_doubles(arr: pa.Array) -> np.ndarray[Any, Any]:
+    """Values as doubles, temporal ones in microseconds: the sketch only places split
+    points, so sub-microsecond digits and integer digits past 2**53 may round away
+    (hence ``safe=False``)."""
     typ = arr.type
     if pa.types.is_timestamp(typ):
-        arr = pc.cast(arr.cast(pa.timestamp("us", typ.tz)), pa.int64())
+        arr = pc.cast(arr.cast(pa.timestamp("us", typ.tz), safe=False), pa.int64())
     elif pa.types.is_date(typ):
-        arr = pc.cast(arr.cast(pa.date32()), pa.int32())
+        arr = pc.cast(arr.cast(pa.date32(), safe=False), pa.int32())
     elif pa.types.is_time(typ):
-        arr = pc.cast(arr.cast(pa.time64("us")), pa.int64())
+        arr = pc.cast(arr.cast(pa.time64("us"), safe=False), pa.int64())
     elif pa.types.is_duration(typ):
-        arr = pc.cast(arr.cast(pa.duration("us")), pa.int64())
+        arr = pc.cast(arr.cast(pa.duration("us"), safe=False), pa.int64())
     elif pa.types.is_boolean(typ):
         arr = pc.cast(arr, pa.int8())
-    return np.asarray(pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False))
+    return numpy_values(pc.cast(arr, pa.float64(), safe=False))
 
 
 @dataclass
@@ -122,6 +126,8 @@ class KeySketch:
     def _point(self, value: Any) -> Any:
         if self.kind == "doubles":
             return _as_float(value)
+        if isinstance(value, bytes):
+            return value.decode("latin-1")  # as binary keys are sketched
         return value if isinstance(value, str) else str(value)
 
     def rank(self, value: Any) -> float:
@@ -167,17 +173,26 @@ def sketch_column(values: pa.Array | pa.ChunkedArray) -> KeySketch:
         _update_doubles(sk, values)
         return sk
     sk = KeySketch.empty("strings")
-    if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
-        values = pc.cast(values, pa.large_string(), safe=False)
-    elif not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+    binary = _is_binary(values.type)
+    if not binary and not (
+        pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+    ):
         values = pc.cast(values, pa.large_string())
     n = len(values)
     if n > MAX_ITEMS:
         step = n / MAX_ITEMS
         values = values.take(pa.array([int(i * step) for i in range(MAX_ITEMS)], pa.int64()))
     for v in values.to_pylist():
-        sk.sketch.update(v)
+        sk.sketch.update(v.decode("latin-1") if binary else v)
     return sk
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    """Binary keys are sketched as text of one character per byte (Latin-1), which
+    orders like the bytes: any bytes, UTF-8 or not, have such a text."""
+    return bool(
+        pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+    )
 
 
 def _update_doubles(sk: KeySketch, values: pa.Array) -> None:

@@ -17,15 +17,28 @@ import queue
 import threading
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from limno.data.keys import PoolKey
+from limno.lazy import lazy_module
 
-__all__ = ["CHUNK_ROWS", "Gathered", "prefetched", "sort_order", "take_sorted"]
+if TYPE_CHECKING:
+    import pyarrow.compute as pc
+else:
+    pc = lazy_module("pyarrow.compute")  # 40 ms to import, and a point lookup needs none
+
+__all__ = [
+    "CHUNK_ROWS",
+    "Gathered",
+    "in_key_order",
+    "numpy_values",
+    "prefetched",
+    "sort_order",
+    "take_sorted",
+]
 
 T = TypeVar("T")
 
@@ -51,9 +64,45 @@ def sort_order(
     fast = _numpy_order(table, key, runs)
     if fast is not False:
         return fast
-    if keys is not None:
-        return pc.sort_indices(keys, sort_keys=key.sort_keys())
-    return key.sort_indices(table)
+    if keys is None:
+        keys = key.key_table(table)
+    if in_key_order(keys, key):
+        return None
+    return pc.sort_indices(keys, sort_keys=key.sort_keys())
+
+
+def in_key_order(keys: pa.Table, key: PoolKey) -> bool:
+    """Whether a :meth:`PoolKey.key_table` is in key order already (keyless rows last).
+
+    A few vectorized comparisons of each row with the one before, field by field
+    (a later field decides only where the earlier ones tie): much cheaper than a sort.
+    False also when a float field holds NaN (the sort decides where it goes).
+    """
+    n = keys.num_rows
+    if n < 2:
+        return True
+    first = keys.column(0)
+    keyed = n - first.null_count  # keyless rows have every field null (key_table)
+    if keyed < n and first.slice(0, keyed).null_count:
+        return False
+    if keyed < 2:
+        return True
+    tied: pa.ChunkedArray | pa.Array | None = None  # rows whose earlier fields tie
+    for column, field in zip(keys.columns, key.fields, strict=True):
+        column = column.slice(0, keyed)
+        if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
+            return False
+        this, before = column.slice(1), column.slice(0, keyed - 1)
+        wrong = pc.greater(this, before) if field.descending else pc.less(this, before)
+        if tied is not None:
+            wrong = pc.and_(wrong, tied)
+        if pc.any(wrong).as_py():
+            return False
+        same = pc.equal(this, before)
+        tied = same if tied is None else pc.and_(tied, same)
+        if not pc.any(tied).as_py():
+            return True
+    return True
 
 
 def _numpy_order(table: pa.Table, key: PoolKey, runs: bool) -> np.ndarray | None | bool:
@@ -77,11 +126,11 @@ def _numpy_order(table: pa.Table, key: PoolKey, runs: bool) -> np.ndarray | None
     n = len(column)
     nulls = column.null_count
     if nulls:
-        valid_mask = column.is_valid().to_numpy(zero_copy_only=False)
-        values = column.fill_null(0).to_numpy()
+        valid_mask = numpy_values(pc.cast(column.is_valid(), pa.uint8())).astype(np.bool_)
+        values = numpy_values(column.fill_null(0))
     else:
         valid_mask = None
-        values = column.to_numpy()
+        values = numpy_values(column)
     if values.dtype.kind == "i":
         values = values.astype(np.int64, copy=False)
     else:
@@ -97,6 +146,16 @@ def _numpy_order(table: pa.Table, key: PoolKey, runs: bool) -> np.ndarray | None
     if _in_order(values, descending):
         return None
     return _stable_argsort(values, descending, runs)
+
+
+def numpy_values(arr: pa.Array) -> np.ndarray:
+    """The values of a primitive array without nulls (numbers, ``uint8`` for flags),
+    as a numpy view of its buffer: pyarrow's ``to_numpy`` imports pandas where it is
+    installed, which takes half a second."""
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    return np.frombuffer(
+        arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize
+    )
 
 
 def _in_order(values: np.ndarray, descending: bool) -> bool:

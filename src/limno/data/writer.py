@@ -1,19 +1,25 @@
 """Writing data objects: sorted Parquet files cut at the pool's target size.
 
 :func:`write_sorted` turns an already sorted stream into objects; :func:`sort_and_write`
-sorts arbitrary input first, in bounded memory (sorted runs spilled to local Parquet
-files and merged back with :func:`~limno.data.kway.merge_sorted`). Each object is
+streams input that comes in key order straight to it, and sorts any other input
+first, in bounded memory (sorted runs spilled to local Parquet files and merged back
+with :func:`~limno.data.kway.merge_sorted`). Each object is
 encoded and published atomically by :mod:`.encoding`. Nothing written here is
 referenced until a commit names it, but a failed write still deletes what it uploaded
 so that vacuum has less to do.
 
 Speed (measured by ``bench/``, the ``ingest_sorted`` benchmark): sorting and
-gathering are in :mod:`.sort`, encoding in :mod:`.encoding`.
+gathering are in :mod:`.sort`, encoding in :mod:`.encoding`, decoding Parquet input
+in :mod:`.parquet_input`. A load's time is decoding its input and encoding its
+objects, both in pyarrow without the GIL, so both run on every core at once: row
+groups decode in threads, and consecutive objects encode in threads of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import os
 import shutil
 import tempfile
@@ -25,10 +31,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from limno.data.encoding import ROW_GROUP_ROWS, ObjectWriter, Removed, Uploader
-from limno.data.keys import PoolKey
+from limno.data.encoding import (
+    ROW_GROUP_ROWS,
+    Backlog,
+    ObjectFeed,
+    ObjectWriter,
+    Removed,
+    StreamFailed,
+    Uploader,
+)
+from limno.data.keys import PoolKey, SortKey
 from limno.data.kway import concat_unified, first_true, merge_sorted
 from limno.data.objects import DataObject, data_path
+from limno.data.parquet import open_parquet
 from limno.data.sketches import sketch_path
 from limno.data.sort import Gathered, prefetched, sort_order, take_sorted
 from limno.errors import StorageError, decode_reason, os_errors
@@ -40,6 +55,8 @@ __all__ = ["ROW_GROUP_ROWS", "Removed", "delete_objects", "sort_and_write", "wri
 #: when each gets at least this many bytes (Arrow size) of it
 PARALLEL_MIN_BYTES = 64 * 2**20
 MAX_WRITERS = 4
+#: bytes (Arrow size) of a sorted stream that may wait for its encoders
+BACKLOG_BYTES = 256 * 2**20
 
 
 # -- sorted stream -> objects ------------------------------------------------------
@@ -55,6 +72,8 @@ def write_sorted(
     row_group_rows: int = ROW_GROUP_ROWS,
     bounds: Sequence[tuple[Any, ...]] = (),
     is_removed: Removed | None = None,
+    writers: int = 1,
+    backlog: int = BACKLOG_BYTES,
 ) -> list[DataObject]:
     """Write a stream already sorted by ``key`` as objects of at most ``target_size``.
 
@@ -67,6 +86,10 @@ def write_sorted(
 
     Each object is encoded as its pieces arrive (while the stream is still being
     merged or gathered); an object whose pieces differ in schema is unified first.
+    With ``writers`` > 1, each object is encoded in a thread of its own
+    (:class:`ObjectFeed`), up to ``writers`` at once, while the stream goes on: up to
+    ``backlog`` bytes (Arrow size) of rows wait for the encoders, so that an encoder
+    that falls behind does not hold up the next object's.
 
     ``is_removed(object_id)`` tells whether vacuum removed an object that failed to
     publish (its write had lost its lease): the failure is then a ConflictError
@@ -74,23 +97,62 @@ def write_sorted(
     """
     if target_size <= 0:
         raise ValueError(f"target_size must be positive, not {target_size}")
+    pieces = _cut_stream(tables, target_size, _Cuts(key, bounds))
     with Uploader(storage, row_group_rows, is_removed) as uploader:
-        objects: list[DataObject] = []
-        writer: ObjectWriter | None = None
-        try:
-            for piece, last in _cut_stream(tables, target_size, _Cuts(key, bounds)):
-                if writer is None:
-                    writer = uploader.open(pool_id, key, piece.schema)
-                with os_errors("write", uploader.shown(writer)):  # a full disk, a read-only lake
-                    writer.add(piece)
-                    if last:
-                        objects.append(uploader.close(writer))
-                        writer = None
-        finally:
-            if writer is not None:
-                writer.discard()
+        if writers > 1:
+            objects = _write_concurrently(uploader, pool_id, key, pieces, writers, backlog)
+        else:
+            objects = []
+            writer: ObjectWriter | None = None
+            try:
+                for piece, last in pieces:
+                    if writer is None:
+                        writer = uploader.open(pool_id, key, piece.schema)
+                    # a full disk, a read-only lake
+                    with os_errors("write", uploader.shown(writer)):
+                        writer.add(piece)
+                        if last:
+                            objects.append(uploader.close(writer))
+                            writer = None
+            finally:
+                if writer is not None:
+                    writer.discard()
         uploader.finish()
         return objects
+
+
+def _write_concurrently(
+    uploader: Uploader,
+    pool_id: str,
+    key: PoolKey,
+    pieces: Iterable[tuple[pa.Table, bool]],
+    writers: int,
+    backlog: int,
+) -> list[DataObject]:
+    """:func:`write_sorted`'s objects, each encoded by an :class:`ObjectFeed`."""
+    waiting = Backlog(backlog)
+    feeds: list[ObjectFeed] = []
+    current: ObjectFeed | None = None
+    with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="limno-encode") as pool:
+        try:
+            for piece, last in pieces:
+                if current is None:
+                    writer = uploader.open(pool_id, key, piece.schema)
+                    current = ObjectFeed(uploader, writer, pool, waiting)
+                    feeds.append(current)
+                current.put(piece)
+                if last:
+                    current.end()
+                    current = None
+            return [f.future.result() for f in feeds]
+        except BaseException as e:
+            for f in feeds:
+                f.abort()
+            errors = [f.future.exception() for f in feeds]
+            if isinstance(e, StreamFailed):  # the first encoder's own error says why
+                first = (x for x in errors if x and not isinstance(x, StreamFailed))
+                raise next(first, e) from None
+            raise
 
 
 class _Cuts:
@@ -207,24 +269,147 @@ def sort_and_write(
     """Sort arbitrary (heterogeneous) input by ``key`` and write it as objects.
 
     Objects are cut at the target size and at ``bounds`` (see :func:`write_sorted`,
-    also for ``is_removed``).
+    also for ``is_removed``). Key type errors surface from :class:`PoolKey` before
+    anything is written.
 
-    Input is gathered into runs of about ``memory_limit`` bytes (Arrow size); a single
-    run is sorted and written directly. Otherwise each sorted run is spilled to a
+    Input is read ahead in a background thread. While it comes in key order (each
+    batch in order, starting at or after where the previous one ended), it streams
+    straight to the encoders, one object per thread
+    (:func:`write_sorted` with ``writers``): a sorted input of any size is written in
+    one pass, in little memory. From the first batch that breaks the order on, input
+    is gathered into runs of about ``memory_limit`` bytes (Arrow size); a single run
+    is sorted and written directly. Otherwise each sorted run is spilled to a
     temporary Parquet file (under ``spill_dir``, removed afterwards even on error)
-    and the runs are merged back in small batches. Key type errors surface from
-    :class:`PoolKey` before anything is written.
+    and the runs are merged back in small batches. The objects of the ordered part
+    are one more run: they are read back into the merge, and deleted once it is
+    written. Either way the objects hold the input in key order (ties in input order).
     """
+    _prefer_jemalloc()
+    batches = iter(batches)
+    head = list(itertools.islice(batches, 2))
+    if len(head) < 2:
+        # all the input is one table: there is nothing to read ahead, and it makes one
+        # object unless it outgrows the target size (or the sort's memory), so threads
+        # would only add hand-offs
+        # (a small load, such as a 1,000-row append, would spend more on them than on
+        # its work)
+        single = [_as_table(b, key) for b in head]
+        if not single or single[0].nbytes <= min(target_size, memory_limit):
+            ordered = [take_sorted(t, sort_order(t, key)) for t in single if t.num_rows]
+            return write_sorted(
+                storage, pool_id, ordered, key, target_size, bounds=bounds, is_removed=is_removed
+            )
+    tables = prefetched(
+        (_as_table(b, key) for b in itertools.chain(head, batches)), "limno-read", depth=4
+    )
+    try:
+        prefix = _OrderedPrefix(tables, key)
+        written = write_sorted(
+            storage,
+            pool_id,
+            prefix,
+            key,
+            target_size,
+            bounds=bounds,
+            is_removed=is_removed,
+            writers=_writers(),
+            backlog=memory_limit,
+        )
+        if prefix.rest is None:
+            return written
+        try:
+            first = _read_back(storage, pool_id, written, memory_limit) if written else None
+            out = _sort_and_write_runs(
+                storage,
+                pool_id,
+                prefix.rest,
+                key,
+                target_size,
+                memory_limit,
+                spill_dir,
+                bounds,
+                is_removed,
+                first,
+            )
+        finally:
+            delete_objects(storage, pool_id, written)  # merged into ``out``, or failed
+        return out
+    finally:
+        tables.close()  # stops the reader if the write failed
+
+
+@functools.cache
+def _prefer_jemalloc() -> None:
+    """Make jemalloc pyarrow's default allocator, once per process, unless the user
+    chose one (``ARROW_DEFAULT_MEMORY_POOL``) or pyarrow has none.
+
+    A load decodes and encodes its input in buffers of a few MB that come and go.
+    mimalloc (pyarrow's default) hands such memory back to the system as soon as it
+    is free, and the system clears every page again when it is next used: a load of
+    a large Parquet file spent 15-20% of its CPU time clearing pages (``perf``), and
+    about 1% with jemalloc, which keeps freed pages for reuse.
+    """
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    with contextlib.suppress(NotImplementedError, pa.ArrowNotImplementedError):
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+
+
+def _as_table(batch: pa.RecordBatch | pa.Table, key: PoolKey) -> pa.Table:
+    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    key.key_table(table.slice(0, 0))  # rejects unsortable key types early
+    return table
+
+
+class _OrderedPrefix:
+    """The tables of a stream while they come in key order; :attr:`rest` (None until
+    then) holds the stream from the first table that breaks the order (that is out of
+    order itself, or starts before the previous one ended)."""
+
+    def __init__(self, tables: Iterator[pa.Table], key: PoolKey) -> None:
+        self.tables = tables
+        self.key = key
+        self.last: SortKey | None = None  # the key the previous table ended with
+        self.rest: Iterator[pa.Table] | None = None
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        key = self.key
+        for table in self.tables:
+            if not table.num_rows:
+                continue
+            keys = key.key_table(table)
+            first = key.sort_key(key.row_key(keys, 0))
+            behind = self.last is not None and first < self.last
+            if behind or sort_order(table, key, keys) is not None:
+                self.rest = itertools.chain([table], self.tables)
+                return
+            self.last = key.sort_key(key.row_key(keys, table.num_rows - 1))
+            yield table
+
+
+def _sort_and_write_runs(
+    storage: Storage,
+    pool_id: str,
+    tables: Iterable[pa.Table],
+    key: PoolKey,
+    target_size: int,
+    memory_limit: int,
+    spill_dir: str | None,
+    bounds: Sequence[tuple[Any, ...]],
+    is_removed: Removed | None,
+    first: Iterator[pa.Table] | None = None,
+) -> list[DataObject]:
+    """:func:`sort_and_write` of input in no particular order: sorted runs, spilled
+    and merged when there are several. ``first`` is a sorted run of rows that came
+    before these: where keys tie, its rows come first."""
     run: list[pa.Table] = []
     run_bytes = 0
     spills: list[_Spill] = []
     spill_root: str | None = None
     try:
-        for batch in batches:
-            table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+        for table in tables:
             if not table.num_rows:
                 continue
-            key.key_table(table.slice(0, 0))  # rejects unsortable key types early
             run.append(table)
             run_bytes += table.nbytes
             if run_bytes >= memory_limit:
@@ -233,7 +418,7 @@ def sort_and_write(
                         spill_root = tempfile.mkdtemp(prefix="limno-sort-", dir=spill_dir)
                 spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
                 run, run_bytes = [], 0
-        if not spills:
+        if not spills and first is None:
             if not run:
                 return []
             table = concat_unified(run)
@@ -248,17 +433,28 @@ def sort_and_write(
             return write_sorted(
                 storage, pool_id, gathered, key, target_size, bounds=bounds, is_removed=is_removed
             )
-        if run:
+        runs: list[Iterable[pa.Table]] = [] if first is None else [first]
+        runs += [s.read() for s in spills]
+        if run and not spills:
+            runs.append([_sort_run(run, key)])  # fits in memory: no need to spill it
+        elif run:
             assert spill_root is not None
             spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
+            runs.append(spills[-1].read())
         run = []
-        merged = prefetched(merge_sorted([s.read() for s in spills], key), "limno-merge")
+        merged = prefetched(merge_sorted(runs, key), "limno-merge")
         return write_sorted(
             storage, pool_id, merged, key, target_size, bounds=bounds, is_removed=is_removed
         )
     finally:
         if spill_root is not None:
             shutil.rmtree(spill_root, ignore_errors=True)
+
+
+def _writers() -> int:
+    """How many objects a stream is encoded into at once: one per core, at most
+    :data:`MAX_WRITERS`."""
+    return max(1, min(os.cpu_count() or 1, MAX_WRITERS))
 
 
 def _parallel_parts(nbytes: int) -> int:
@@ -320,6 +516,19 @@ def delete_objects(storage: Storage, pool_id: str, objs: Iterable[DataObject]) -
         for path in (sketch_path(pool_id, o.id), data_path(pool_id, o.id)):
             with contextlib.suppress(Exception):
                 storage.delete(path)
+
+
+def _read_back(
+    storage: Storage, pool_id: str, objs: Sequence[DataObject], memory_limit: int
+) -> Iterator[pa.Table]:
+    """The rows of objects just written (in key order), in batches of about 1/64 of the
+    memory limit, as a run to merge."""
+    for o in objs:
+        pf = open_parquet(storage, data_path(pool_id, o.id))
+        row_bytes = max(1, o.size // max(o.rows, 1)) * 4  # Arrow rows are larger than encoded
+        rows = max(16, min(65536, memory_limit // 64 // row_bytes))
+        for batch in pf.iter_batches(batch_size=rows):
+            yield pa.Table.from_batches([batch])
 
 
 def _sort_run(tables: list[pa.Table], key: PoolKey) -> pa.Table:

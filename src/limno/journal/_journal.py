@@ -11,7 +11,9 @@ A writer appends entry ``head + 1`` with put-if-absent. If another writer got
 there first the put fails, the writer learns the new head and tries again, so
 entries are contiguous and each is written exactly once. HEAD is corrected by
 probing forward (galloping, then bisecting) from the hint, so a stale or missing
-hint costs O(log lag) probes, not a listing.
+hint costs O(log lag) probes, not a listing. A handle that has seen entry ``n``
+first probes ``n + 1`` alone: when nothing was appended since, finding the head
+costs that one request.
 """
 
 from __future__ import annotations
@@ -113,7 +115,10 @@ class Journal:
 
     def head(self) -> int:
         """The number of the last entry (``tail - 1`` when empty), found by probing."""
-        floor = max(self.tail() - 1, self._known_head)
+        known = self._known_head
+        if known >= self.tail() and not self._present(known + 1):
+            return known  # an entry this handle saw, and nothing after it: one probe
+        floor = max(self.tail() - 1, known)
         hint = self._hint()
         if hint > floor and self._present(hint):
             floor = hint

@@ -232,15 +232,19 @@ class JournalStore:
         requirements: Sequence[Requirement] = (),
         meta: Mapping[str, Any] | None = None,
         max_attempts: int = 10_000,
+        state: StoreState | None = None,
     ) -> StoreState:
         """Append one entry applying ``updates`` if every requirement holds.
 
         ``updates`` may be a function of the current state; it is re-evaluated on
         each retry, so it can compute a change from the state (and raise a
-        LimnoError to refuse). Returns the state after the entry.
+        LimnoError to refuse). Returns the state after the entry. ``state`` is one
+        the caller has just read: the first attempt starts from it instead of
+        reading it again (if it is stale, that attempt's append loses the race).
         """
         for attempt in range(max_attempts):
-            state = self.state()
+            if state is None or attempt:
+                state = self.state()
             for req in requirements:
                 req.check(state.items)
             todo = updates(state) if callable(updates) else updates

@@ -11,27 +11,34 @@ lists stay lists (pyiceberg's ``table/inspect.py`` is the model).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import pyarrow as pa
 
 from limno.core.commits import Commit
 from limno.core.versioning import DiffEntry
 from limno.data.keys import encode_key
 from limno.data.objects import DataObject
 from limno.errors import NotFoundError
+from limno.lazy import lazy_module
 from limno.pools.jobs import JobRecord, JobTracker
 from limno.pools.records.partitions import PartitionTree
 from limno.pools.records.splitting import leaf_rows
 from limno.pools.registry import PoolConfig
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from limno.pools.records.pool import RecordPool
+else:
+    pa = lazy_module("pyarrow")
 
 __all__ = [
     "POOL_TABLES",
+    "Rows",
+    "branches_rows",
     "branches_table",
+    "commits_rows",
     "commits_table",
     "diff_table",
     "ingest_table",
@@ -40,6 +47,7 @@ __all__ = [
     "objects_table",
     "partitions_table",
     "pool_table",
+    "pools_rows",
     "pools_table",
     "status_tables",
 ]
@@ -48,23 +56,48 @@ __all__ = [
 POOL_TABLES = ("objects", "commits", "branches", "partitions")
 
 
+@dataclass(frozen=True)
+class Rows:
+    """A meta table as Python rows, before it is an Arrow table.
+
+    The listings of commands that read only journals (``limno ls``, ``limno log``)
+    are built this way, so that printing them as text or JSON loads no Arrow;
+    :meth:`table` is the same table in Arrow, for SQL and the binary formats.
+    """
+
+    names: tuple[str, ...]
+    rows: list[dict[str, Any]]
+    #: the columns' Arrow types, in the order of ``names`` (made only for :meth:`table`)
+    types: Callable[[], list[pa.DataType]]
+
+    def table(self) -> pa.Table:
+        schema = pa.schema(list(zip(self.names, self.types(), strict=True)))
+        return pa.Table.from_pylist(self.rows, schema=schema)
+
+
 def key_text(key: Sequence[Any] | None) -> str | None:
     """A key as JSON text: ``[1]``, ``["eu", 3]`` (None for no key)."""
     return None if key is None else json.dumps(encode_key(key), ensure_ascii=False)
 
 
-def pools_table(configs: Iterable[PoolConfig]) -> pa.Table:
+def _strings(n: int) -> Callable[[], list[pa.DataType]]:
+    return lambda: [pa.string()] * n
+
+
+_POOLS = ("name", "id", "kind", "key", "created")
+
+
+def pools_rows(configs: Iterable[PoolConfig]) -> Rows:
     """``":pools"`` and ``limno ls``: name, id, kind, key, created."""
-    pools = list(configs)
-    return pa.table(
-        {
-            "name": pa.array([p.name for p in pools], pa.string()),
-            "id": pa.array([p.id for p in pools], pa.string()),
-            "kind": pa.array([p.kind for p in pools], pa.string()),
-            "key": pa.array([p.key for p in pools], pa.string()),
-            "created": pa.array([p.created for p in pools], pa.string()),
-        }
-    )
+    rows = [
+        {"name": p.name, "id": p.id, "kind": p.kind, "key": p.key, "created": p.created}
+        for p in configs
+    ]
+    return Rows(_POOLS, rows, _strings(len(_POOLS)))
+
+
+def pools_table(configs: Iterable[PoolConfig]) -> pa.Table:
+    return pools_rows(configs).table()
 
 
 def objects_table(objs: Sequence[DataObject], tree: PartitionTree | None = None) -> pa.Table:
@@ -90,26 +123,35 @@ def objects_table(objs: Sequence[DataObject], tree: PartitionTree | None = None)
     )
 
 
-_ACTION = pa.struct([("op", pa.string()), ("id", pa.string())])
+_COMMITS = ("id", "parents", "author", "date", "message", "meta", "retries", "actions")
+
+
+def _commit_types() -> list[pa.DataType]:
+    action = pa.struct([("op", pa.string()), ("id", pa.string())])
+    text = pa.string()
+    return [text, pa.list_(text), text, text, text, text, pa.int64(), pa.list_(action)]
+
+
+def commits_rows(commits: Sequence[Commit]) -> Rows:
+    """``"pool:commits"`` and ``limno log -f ndjson``: newest first, actions as a list."""
+    rows = [
+        {
+            "id": c.id,
+            "parents": list(c.parents),
+            "author": c.author,
+            "date": c.date,
+            "message": c.message,
+            "meta": json.dumps(dict(c.meta), sort_keys=True),
+            "retries": c.retries,
+            "actions": [{"op": a.op, "id": a.key} for a in c.actions],
+        }
+        for c in commits
+    ]
+    return Rows(_COMMITS, rows, _commit_types)
 
 
 def commits_table(commits: Sequence[Commit]) -> pa.Table:
-    """``"pool:commits"`` and ``limno log -f ndjson``: newest first, actions as a list."""
-    return pa.table(
-        {
-            "id": pa.array([c.id for c in commits], pa.string()),
-            "parents": pa.array([list(c.parents) for c in commits], pa.list_(pa.string())),
-            "author": pa.array([c.author for c in commits], pa.string()),
-            "date": pa.array([c.date for c in commits], pa.string()),
-            "message": pa.array([c.message for c in commits], pa.string()),
-            "meta": pa.array([json.dumps(dict(c.meta), sort_keys=True) for c in commits]),
-            "retries": pa.array([c.retries for c in commits], pa.int64()),
-            "actions": pa.array(
-                [[{"op": a.op, "id": a.key} for a in c.actions] for c in commits],
-                pa.list_(_ACTION),
-            ),
-        }
-    )
+    return commits_rows(commits).table()
 
 
 def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
@@ -127,17 +169,18 @@ def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
     )
 
 
-def branches_table(branches: Mapping[str, str], tags: Mapping[str, str]) -> pa.Table:
+_BRANCHES = ("kind", "name", "commit")
+
+
+def branches_rows(branches: Mapping[str, str], tags: Mapping[str, str]) -> Rows:
     """``"pool:branches"`` and ``limno ls POOL``: kind, name, commit."""
-    rows = [("branch", n, c) for n, c in branches.items()]
-    rows += [("tag", n, c) for n, c in tags.items()]
-    return pa.table(
-        {
-            "kind": pa.array([r[0] for r in rows], pa.string()),
-            "name": pa.array([r[1] for r in rows], pa.string()),
-            "commit": pa.array([r[2] for r in rows], pa.string()),
-        }
-    )
+    rows = [{"kind": "branch", "name": n, "commit": c} for n, c in branches.items()]
+    rows += [{"kind": "tag", "name": n, "commit": c} for n, c in tags.items()]
+    return Rows(_BRANCHES, rows, _strings(len(_BRANCHES)))
+
+
+def branches_table(branches: Mapping[str, str], tags: Mapping[str, str]) -> pa.Table:
+    return branches_rows(branches, tags).table()
 
 
 def partitions_table(pool: RecordPool, ref: str | None = None) -> pa.Table:

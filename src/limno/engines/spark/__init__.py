@@ -16,7 +16,12 @@ Python API::
     ls.sql(lake, "SELECT ...")                             # the same, as a DataFrame
     ls.load("logs", ["big.ndjson.gz"], lake=...)           # bulk import of files
 
-Modules: :mod:`._session` (sessions, jars, s3a), :mod:`._types` (Arrow and
+While the Spark Connect server of ``limno spark start`` is up
+(:mod:`limno.engines.spark_server`), :func:`session` attaches to it instead of
+starting a JVM here; everything below works through it except safe-mode SQL.
+
+Modules: :mod:`._session` (sessions, jars, s3a), :mod:`._connect` (Spark Connect
+sessions and what differs in them), :mod:`._types` (Arrow and
 Spark types), :mod:`._read` (snapshots as native Parquet scans), :mod:`._write`
 (bulk import of DataFrames, compaction tasks), :mod:`._native` (bulk import
 written by Spark's own Parquet writer, then described and published),

@@ -3,8 +3,8 @@
 A table name is a pool ref (``logs``, ``"logs@dev"``, ``"logs@main~1"``) or a meta
 table (``"logs:objects"``, ``"logs:commits"``, ``"logs:branches"``, ``":pools"``),
 exactly as for the local engine. Each query runs in a fresh Spark session of the
-shared SparkContext (``SparkSession.newSession``: its own temporary views and SQL
-conf), where:
+shared SparkContext (``SparkSession.newSession``; over Spark Connect a new session
+of the same server: its own temporary views and SQL conf), where:
 
 * double-quoted names are identifiers, as in DuckDB and standard SQL
   (``spark.sql.ansi.doubleQuotedIdentifiers``; ANSI mode, Spark 4's default);
@@ -22,7 +22,8 @@ own parser, as exactly one query, and its parse tree may not name a file
 table function that is not one of :data:`SAFE_TABLE_FUNCTIONS` or a function
 that calls JVM methods by name (:data:`JVM_CALL_FUNCTIONS`). The query session also runs with
 ``spark.sql.runSQLOnFiles=false`` and without those functions, so nothing the
-analyzer resolves later can reach them either.
+analyzer resolves later can reach them either. These checks need the JVM in this
+process: a safe query runs in a classic session, never through Spark Connect.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from limno.core.refs import parse_pool_ref
 from limno.data.sql_safety import NO_ACCESS, QUERY_FORMS, refuse, tree_nodes
 from limno.errors import InvalidInputError
 
+from ._connect import query_session, release
 from ._read import read
 from ._session import session, spark_error, translate_errors
 
@@ -105,8 +107,24 @@ def sql(
     ``safe`` (for SQL that may come from someone else) allows exactly one query
     that reads pools and meta tables only (see the module docstring).
     """
-    base = session(spark=spark)
-    s = base.newSession()
+    return _frame(lake, statement, spark, safe)[0]
+
+
+def _frame(
+    lake: Lake, statement: str, spark: SparkSession | None, safe: bool
+) -> tuple[DataFrame, SparkSession]:
+    """The DataFrame of ``statement`` and the session it was made from."""
+    # safe mode's checks need Spark's parser, in a JVM of this process: never Connect
+    base = session(spark=spark, remote=False if safe else None)
+    s = query_session(base)
+    try:
+        return _sql(lake, statement, s, safe), base
+    except BaseException:
+        release(s, base)
+        raise
+
+
+def _sql(lake: Lake, statement: str, s: SparkSession, safe: bool) -> DataFrame:
     for k, v in QUERY_CONF.items():
         s.conf.set(k, v)
     if safe:
@@ -141,9 +159,12 @@ def query(
 
     ``safe`` as for :func:`sql`.
     """
-    df = sql(lake, statement, spark, safe=safe)
-    with translate_errors("SQL", sql=True):
-        return df.toArrow()
+    df, base = _frame(lake, statement, spark, safe)
+    try:
+        with translate_errors("SQL", sql=True):
+            return df.toArrow()
+    finally:
+        release(df.sparkSession, base)
 
 
 def _lock(s: SparkSession) -> None:

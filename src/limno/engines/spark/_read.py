@@ -38,6 +38,7 @@ from limno.lake import Lake
 from limno.lake import Lake as LakeCls
 from limno.storage import Storage
 
+from ._connect import default_parallelism
 from ._session import LakeSpec, hadoop_uri, session
 from ._types import castable, native, spark_arrow_schema, spark_type
 
@@ -180,7 +181,7 @@ def _arrow_read(
         out = out.append(pa.field(OBJ_COL, pa.int32(), False))
         out = out.append(pa.field(ROW_COL, pa.int64(), False))
     rows = [(p.path, p.ordinal) for p in members]
-    parallel = max(1, min(len(rows), spark.sparkContext.defaultParallelism))
+    parallel = max(1, min(len(rows), default_parallelism(spark)))
     paths = spark.createDataFrame(rows, "path string, ordinal int").repartition(parallel)
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -304,7 +305,7 @@ def _merged(
     schema = _with_positions(target, positions)
     if not clusters:
         return spark.createDataFrame([], schema)
-    parallel = max(1, min(len(clusters), spark.sparkContext.defaultParallelism))
+    parallel = max(1, min(len(clusters), default_parallelism(spark)))
     jobs = spark.createDataFrame([(i,) for i in range(len(clusters))], "cluster int")
 
     def read(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -1,11 +1,14 @@
 """The SparkSession limno runs on, and how Spark tasks reach the lake.
 
-:func:`session` creates (or reuses) a SparkSession: ``local[*]`` unless a master
+:func:`session` attaches to a Spark Connect server when one is up or named
+(``limno spark start``, :mod:`limno.engines.spark_server`; ``LIMNO_SPARK_REMOTE``),
+else creates (or reuses) a classic SparkSession: ``local[*]`` unless a master
 URL is given, by argument or ``LIMNO_SPARK_MASTER``; extra Spark conf comes from
 the ``conf`` argument and from ``LIMNO_SPARK_CONF`` (``k=v`` pairs separated by
 newlines or ``;``). The JVM jars the pipeline needs (hadoop-aws and its AWS SDK
 bundle for ``s3a://``) are local jars fetched by ``scripts/jars.sh``; they are
-passed with ``spark.jars``, never downloaded by Spark at run time.
+passed with ``spark.jars``, never downloaded by Spark at run time. The JVMs limno
+starts log to files (:mod:`limno.engines.spark_server`), never to the terminal.
 
 Spark reads data objects natively through Hadoop file systems (``file://`` for a
 local lake, ``s3a://`` for an S3 lake), while limno's own code in Spark tasks
@@ -17,6 +20,7 @@ driver's ``AWS_*`` settings at the time the job was planned.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import glob
 import os
 import re
@@ -29,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 import limno.errors as errors
 from limno.errors import InvalidInputError, LimnoError, NotFoundError
 from limno.storage import Storage, open_storage
+
+from ._connect import attach, connect_mode, remote_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -130,6 +136,12 @@ _JVM_CHECKSUM_OPTS = (
 )
 
 
+def _log4j_options() -> str | None:
+    from limno.engines import spark_server
+
+    return spark_server.log4j_options()
+
+
 def spark_conf(master: str | None = None, conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """The full conf of a session limno creates: defaults, jars, s3a, env, then ``conf``."""
     out = dict(DEFAULT_CONF)
@@ -141,6 +153,9 @@ def spark_conf(master: str | None = None, conf: Mapping[str, str] | None = None)
     if found:
         out["spark.jars"] = ",".join(found)
     out["spark.driver.extraJavaOptions"] = _JVM_CHECKSUM_OPTS
+    log4j = _log4j_options()
+    if log4j:  # the JVM logs through limno's log4j2 setup (kept by user extraJavaOptions)
+        out["spark.driver.defaultJavaOptions"] = log4j
     out["spark.executor.extraJavaOptions"] = _JVM_CHECKSUM_OPTS
     out.update(s3a_conf())
     out.update(_env_conf())
@@ -152,12 +167,24 @@ def session(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
+    *,
+    remote: str | bool | None = None,
 ) -> SparkSession:
-    """The SparkSession to run on: ``spark`` if given, else the running one, else a new one.
+    """The SparkSession to run on: ``spark`` if given, else a Spark Connect session or
+    a classic one.
 
-    A running session (the user's own, or one limno made before) is reused as it
-    is; runtime settings in ``conf`` are applied to it. A new session gets
-    :func:`spark_conf`.
+    Spark Connect (a long-lived server, no JVM in this process) when ``remote`` is
+    its URL; with ``remote=None`` (the default) when ``LIMNO_SPARK_REMOTE`` names one
+    (unless ``master`` is given), else when no classic SparkContext runs here, no
+    ``master`` is given and the server of ``limno spark start`` is up
+    (:func:`limno.engines.spark_server.running`). ``remote=False`` never uses one.
+    A Connect session gets the SQL settings of ``conf`` (and limno's) that can change
+    at run time; the server keeps its own master and static settings.
+
+    Otherwise, classic: a running session (the user's own, or one limno made before)
+    is reused as it is, with the runtime settings of ``conf`` applied; a new one gets
+    :func:`spark_conf`, its JVM's output going to a log file
+    (:func:`limno.engines.spark_server.session_log`), not the terminal.
     """
     try:
         from pyspark import SparkContext
@@ -166,6 +193,13 @@ def session(
         raise InvalidInputError("the Spark engine needs PySpark: pip install 'limno[spark]'") from e
     if spark is not None:
         return spark
+    url = remote_url(master, remote, SparkContext._active_spark_context is not None)
+    if url is not None:
+        sql_defaults = {k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}
+        made = attach(url, conf or {}, sql_defaults)
+        _quiet_query_context_loggers()
+        return made
+    connect_mode(False)
     if SparkContext._active_spark_context is not None:
         active = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
         for k, v in (conf or {}).items():
@@ -175,14 +209,72 @@ def session(
     # PySpark takes the executors' interpreter from the environment of the driver
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    settings = spark_conf(master, conf)
+    _launch_jvm(settings)
     builder = SparkSession.builder
-    for k, v in spark_conf(master, conf).items():
+    for k, v in settings.items():
         builder = builder.config(k, v)
     made = builder.getOrCreate()
+    _quiet_query_context_loggers()
     from ._source import register  # format("limno") in every session limno makes
 
     register(made)
     return made
+
+
+def _launch_jvm(settings: Mapping[str, str]) -> None:
+    """Start the JVM of a new classic session with its stdout and stderr in the session
+    log (PySpark would hand it the terminal), unless one runs already."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from limno.engines import spark_server
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False)
+    conf.setAll(list(settings.items()))
+    try:
+        opened = spark_server.open_log(spark_server.session_log())
+    except LimnoError:
+        return  # no writable state directory: PySpark starts the JVM on the terminal
+    with opened as log:
+        stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        log.write(f"== limno: classic Spark session of pid {os.getpid()}, {stamp}\n".encode())
+        log.flush()
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    with SparkContext._lock:
+        SparkContext._gateway = gateway
+        SparkContext._jvm = gateway.jvm
+
+
+#: PySpark's Python loggers that print a failed query's context (as JSON) on stderr
+_QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _quiet_query_context_loggers() -> None:
+    """Send those loggers to the session log: limno reports the error itself."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    from limno.engines import spark_server
+
+    log = spark_server.session_log()
+    with contextlib.suppress(OSError):
+        log.parent.mkdir(parents=True, exist_ok=True)
+    writable = os.access(log.parent, os.W_OK)
+    for name in _QUERY_CONTEXT_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        if any(getattr(h, "limno", False) for h in logger.handlers):
+            continue
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        # no writable state directory: dropped (the error itself still reaches the caller)
+        handler: Any = logging.FileHandler(log, delay=True) if writable else logging.NullHandler()
+        handler.limno = True
+        logger.addHandler(handler)
+        logger.propagate = False
 
 
 @contextlib.contextmanager

@@ -55,6 +55,7 @@ from limno.errors import InvalidInputError
 from limno.lake import Lake
 from limno.pools.records.compaction import merge_clipped
 
+from ._connect import default_parallelism, plan_stats
 from ._read import key_columns, open_pool
 from ._session import LakeSpec, session, session_conf, translate_errors
 
@@ -261,16 +262,10 @@ def sample_bounds(df: DataFrame, key: PoolKey, partitions: int) -> list[tuple[An
 def estimated_rows(df: DataFrame) -> int | None:
     """Spark's estimate of the DataFrame's rows: its row count where the plan has one,
     else its estimated size over the row size of its schema (None when neither)."""
-    try:
-        stats = df._jdf.queryExecution().optimizedPlan().stats()
-        count = stats.rowCount()
-        if count.isDefined():
-            return max(0, int(str(count.get())))
-        size = int(str(stats.sizeInBytes()))
-        width = int(df._jdf.schema().defaultSize())
-    except Exception:
-        return None
-    if not 0 < size < 2**62:
+    size, rows, width = plan_stats(df)
+    if rows is not None:
+        return rows
+    if size is None or width is None:
         return None
     return max(1, size // max(1, width))
 
@@ -284,20 +279,16 @@ def _any_null(cols: Sequence[Column]) -> Column:
 
 def estimated_bytes(df: DataFrame) -> int | None:
     """Spark's estimate of the DataFrame's size (None when it has none)."""
-    try:
-        size = int(str(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    except Exception:
-        return None
-    return size if 0 < size < 2**62 else None
+    return plan_stats(df)[0]
 
 
 def _partitions(df: DataFrame, target_size: int, spark: SparkSession) -> int:
     size = estimated_bytes(df)
     if size is None:
-        return max(1, spark.sparkContext.defaultParallelism)
+        return default_parallelism(spark)
     n = math.ceil(size / target_size)
     if size >= PARALLEL_BYTES:
-        n = max(n, spark.sparkContext.defaultParallelism)
+        n = max(n, default_parallelism(spark))
     return max(1, n)
 
 

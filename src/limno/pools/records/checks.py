@@ -23,19 +23,23 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from limno.core.committed import EMPTY, RangeRef
 from limno.data.objects import DataObject, data_path
-from limno.data.parquet import open_parquet
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.faults import Fault
+from limno.lazy import lazy_module
 from limno.pools.records.partitions import is_partition_key
 from limno.pools.vacuum import expired_path, retained_keys
 from limno.storage import Storage
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.data import parquet
     from limno.pools.records.pool import RecordPool
+else:
+    pa = lazy_module("pyarrow")
+    parquet = lazy_module("limno.data.parquet")
 
 __all__ = ["check_object", "verify_pool"]
 
@@ -204,7 +208,7 @@ def check_object(
         return
     if not deep:
         try:
-            rows = open_parquet(storage, path).metadata.num_rows
+            rows = parquet.open_parquet(storage, path).metadata.num_rows
         except (LimnoError, pa.ArrowException, OSError) as e:
             reason = (
                 e.reason if isinstance(e, CorruptError) and e.reason else str(e).splitlines()[0]

@@ -34,20 +34,24 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from limno.core.commits import Action, Commit
 from limno.data.objects import DataObject, lineage
-from limno.data.scan import scan
-from limno.data.sort import prefetched
-from limno.data.writer import write_sorted
 from limno.errors import InvalidInputError
 from limno.ksuid import ksuid
+from limno.lazy import lazy_module
 from limno.pools.records.partitions import PartitionTree, retarget
 from limno.pools.settings import COMPACTION_STRATEGIES
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.data import scan, sort, writer
     from limno.pools.records.pool import RecordPool
+else:
+    pa = lazy_module("pyarrow")
+    scan = lazy_module("limno.data.scan")
+    sort = lazy_module("limno.data.sort")
+    writer = lazy_module("limno.data.writer")
 
 __all__ = ["STRATEGIES", "CompactionJob", "JobResult", "plan_jobs", "run_jobs"]
 
@@ -277,14 +281,14 @@ def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataOb
 
     def counted() -> Iterator[pa.Table]:
         nonlocal rows_in
-        for t in scan(pool.storage, pool.id, inputs, pool.key):
+        for t in scan.scan(pool.storage, pool.id, inputs, pool.key):
             rows_in += t.num_rows
             yield t
 
     # the merge runs a step ahead in a thread while this one encodes (both mostly
     # outside the GIL: Parquet decoding, sorting and encoding)
-    merged = prefetched(pool.iterated(counted()), "limno-compact")
-    outputs = write_sorted(
+    merged = sort.prefetched(pool.iterated(counted()), "limno-compact")
+    outputs = writer.write_sorted(
         pool.storage,
         pool.id,
         merged,

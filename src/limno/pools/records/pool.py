@@ -12,31 +12,42 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
-from limno.data import ingest, iterators, scan, writer
+from limno.data import iterators
 from limno.data.iterators import IteratorSpec
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject, data_path, lineage
-from limno.data.parquet import open_parquet
-from limno.data.predicates import filter_rows
-from limno.data.schema import conform, unify
 from limno.data.typed_schema import TypedSchema
 from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
 from limno.ksuid import ksuid
+from limno.lazy import lazy_module
 from limno.pools import inspect
 from limno.pools.branching import Branching
-from limno.pools.records import compaction, splitting
+from limno.pools.records import compaction, snapshot_cache, splitting
 from limno.pools.records.compaction import Runner, local_runner, order_key
-from limno.pools.records.partitions import PartitionTree, is_partition_key
+from limno.pools.records.partitions import PartitionTree
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
 from limno.storage import Storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.data import ingest, parquet, predicates, scan, writer
+    from limno.data import schema as unification
+else:
+    pa = lazy_module("pyarrow")
+    ingest = lazy_module("limno.data.ingest")
+    parquet = lazy_module("limno.data.parquet")
+    predicates = lazy_module("limno.data.predicates")  # DuckDB
+    scan = lazy_module("limno.data.scan")
+    unification = lazy_module("limno.data.schema")
+    writer = lazy_module("limno.data.writer")
 
 __all__ = ["RecordPool"]
 
@@ -58,8 +69,13 @@ class RecordPool(Branching):
         self.key = PoolKey.parse(config.key)
         self.versioned = Versioned(storage, config.id, config.name)
         self.versioned.hooks.specs = self.hook_specs()
-        self.schema = TypedSchema.from_json(config.schema) if config.schema else None
         self.sort_memory = SORT_MEMORY
+
+    @functools.cached_property
+    def schema(self) -> TypedSchema | None:
+        """The pool's typed schema, if it has one; parsed on first use, since checking its
+        types loads Arrow, which commands that only read history never need."""
+        return TypedSchema.from_json(self.config.schema) if self.config.schema else None
 
     @property
     def name(self) -> str:
@@ -78,11 +94,9 @@ class RecordPool(Branching):
         self, ref: str | None = None, as_of: dt.datetime | None = None
     ) -> tuple[list[DataObject], PartitionTree]:
         """A ref's stored object entries (in write order) and its partition tree."""
-
-        entries = self.versioned.entries_at(self.resolve(ref, as_of))
-        tree = PartitionTree.from_entries(entries.items(), self.key)
-        objs = [DataObject.from_json(v) for k, v in entries.items() if not is_partition_key(k)]
-        return sorted(objs, key=order_key), tree
+        commit = self.versioned.commits.get(self.resolve(ref, as_of))
+        found = snapshot_cache.decoded(self.versioned, self.key, commit.snapshot)
+        return list(found.objects), found.tree
 
     def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
         """The data objects to read for a ref, in write order (the tie order of scans).
@@ -147,15 +161,18 @@ class RecordPool(Branching):
 
     def key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
         """The unified Arrow type of each key field over ``objs`` (string when none)."""
+        return snapshot_cache.memo_key_types(self.key, objs, self._key_types)
+
+    def _key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
         out: list[pa.DataType] = []
         for i, name in enumerate(self.key.names):
             top = name.split(".")[0]
             found = [o.schema.field(top) for o in objs if top in o.schema.names]
             typ: pa.DataType = pa.string()
             if found:
-                from limno.data.schema import unify
-
-                typ = _nested_type(unify(pa.schema([f]) for f in found), self.key.fields[i].path)
+                typ = _nested_type(
+                    unification.unify(pa.schema([f]) for f in found), self.key.fields[i].path
+                )
             out.append(typ)
         return out
 
@@ -183,7 +200,7 @@ class RecordPool(Branching):
         its order, so a stream's chunks (and two scans of one snapshot) line up."""
         lo, hi = self._bounds(objs, start, end)
 
-        target = unify(o.schema for o in objs if o.schema_b64)
+        target = unification.unify(o.schema for o in objs if o.schema_b64)
         iterating = bool(self.config.settings.iterators)
         with self.reading(objs):
             raw = scan.scan(
@@ -192,7 +209,7 @@ class RecordPool(Branching):
             left = limit
             for t in self.iterated(raw, reverse=order == "desc"):
                 if not t.schema.equals(target):
-                    t = conform(t, unify([target, t.schema]))
+                    t = unification.conform(t, unification.unify([target, t.schema]))
                 if iterating and left is not None:
                     t = t.slice(0, left)
                     left -= t.num_rows
@@ -266,7 +283,7 @@ class RecordPool(Branching):
 
         if obj.clip is not None:
             return _concat(list(scan.scan(self.storage, self.id, [obj], self.key)))
-        return open_parquet(self.storage, data_path(self.id, obj.id)).read()
+        return parquet.open_parquet(self.storage, data_path(self.id, obj.id)).read()
 
     def table(self, ref: str | None = None, as_of: dt.datetime | None = None) -> pa.Table:
         """Every record of a snapshot (unsorted across objects), schemas unified."""
@@ -352,15 +369,21 @@ class RecordPool(Branching):
         before they were written. Their key types are checked against the snapshot the
         commit lands on (again on a rebase)."""
         rows = sum(o.rows for o in objs)
-        return self.versioned.commit(
+        actions = [Action("add", o.id, o.to_json()) for o in objs]
+        commit = self.versioned.commit(
             branch,
-            [Action("add", o.id, o.to_json()) for o in objs],
+            actions,
             message=message or f"load {rows} record(s)",
             author=author,
             meta=meta,
             since=since,
             validate=self.keys_fit(objs),
         )
+        parent = self.versioned.commits.get(commit.parents[0])
+        snapshot_cache.remember_added(
+            self.versioned, self.key, parent.snapshot, commit.snapshot, actions
+        )
+        return commit
 
     def keys_fit(self, objs: Sequence[DataObject]) -> Callable[[Commit], None]:
         """A commit check: ``objs``' key types still sort with those of the snapshot the
@@ -370,11 +393,7 @@ class RecordPool(Branching):
         def check(parent: Commit) -> None:
             if parent.snapshot in checked:
                 return
-            current = [
-                DataObject.from_json(v)
-                for k, v in self.versioned.snapshots.entries(parent.snapshot)
-                if not is_partition_key(k)
-            ]
+            current = snapshot_cache.decoded(self.versioned, self.key, parent.snapshot).objects
             self.check_key_types(current, objs)
             checked.add(parent.snapshot)
 
@@ -453,7 +472,7 @@ class RecordPool(Branching):
                 obj = stored[oid]
                 with self.reading(parts):
                     rows = _concat([self.read_object(p) for p in parts])
-                kept, matched = filter_rows(rows, predicate)
+                kept, matched = predicates.filter_rows(rows, predicate)
                 if not matched:
                     continue
                 deleted += matched
@@ -601,5 +620,5 @@ def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa
     tables = [t for t in tables if t.num_columns or t.num_rows]
     if not tables:
         return pa.table({})
-    schema = unify([*schemas, *(t.schema for t in tables)])
-    return pa.concat_tables([conform(t, schema) for t in tables])
+    schema = unification.unify([*schemas, *(t.schema for t in tables)])
+    return pa.concat_tables([unification.conform(t, schema) for t in tables])

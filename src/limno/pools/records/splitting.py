@@ -13,17 +13,21 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from limno.core.commits import Commit
 from limno.core.committed import _LRU
 from limno.data.objects import DataObject
-from limno.data.sketches import KeySketch, merged, read_sketch, sort_rank
+from limno.lazy import lazy_module
 from limno.pools.records.partitions import Partition, PartitionTree
 from limno.pools.settings import DEFAULT_SPLIT_THRESHOLD
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.data import sketches
     from limno.pools.records.pool import RecordPool
+else:
+    pa = lazy_module("pyarrow")
+    sketches = lazy_module("limno.data.sketches")  # datasketches, numpy
 
 __all__ = ["DEFAULT_SPLIT_THRESHOLD", "leaf_rows", "split_candidates", "split_leaf"]
 
@@ -32,11 +36,11 @@ __all__ = ["DEFAULT_SPLIT_THRESHOLD", "leaf_rows", "split_candidates", "split_le
 _sketches = _LRU(4096)
 
 
-def sketch_of(pool: RecordPool, obj: DataObject) -> KeySketch | None:
+def sketch_of(pool: RecordPool, obj: DataObject) -> sketches.KeySketch | None:
     cache_key = f"{pool.storage.uri}/{pool.id}/{obj.id}"
     cached = _sketches.get(cache_key)
     if cached is None:
-        cached = read_sketch(pool.storage, pool.id, obj.id) or False
+        cached = sketches.read_sketch(pool.storage, pool.id, obj.id) or False
         _sketches.put(cache_key, cached)
     return cached or None
 
@@ -52,8 +56,8 @@ def _share(pool: RecordPool, tree: PartitionTree, leaf: Partition, obj: DataObje
     if sk is None or not sk.n:
         n = max(1, len(tree.leaves_of(obj)))
         return keyed / n + keyless
-    lo = 0.0 if leaf.lo is None else sort_rank(sk, leaf.lo[0], desc)
-    hi = 1.0 if leaf.hi is None else sort_rank(sk, leaf.hi[0], desc)
+    lo = 0.0 if leaf.lo is None else sketches.sort_rank(sk, leaf.lo[0], desc)
+    hi = 1.0 if leaf.hi is None else sketches.sort_rank(sk, leaf.hi[0], desc)
     return max(0.0, hi - lo) * keyed + keyless
 
 
@@ -80,12 +84,12 @@ def median(
 ) -> Any:
     """The first-field value at the middle of ``leaf``'s rows, or None if unsplittable."""
     inside = [o for o in objects if leaf in tree.leaves_of(o)]
-    sk = merged(sketch_of(pool, o) for o in inside)
+    sk = sketches.merged(sketch_of(pool, o) for o in inside)
     if sk is None:
         return None
     desc = pool.key.fields[0].descending
-    lo = 0.0 if leaf.lo is None else sort_rank(sk, leaf.lo[0], desc)
-    hi = 1.0 if leaf.hi is None else sort_rank(sk, leaf.hi[0], desc)
+    lo = 0.0 if leaf.lo is None else sketches.sort_rank(sk, leaf.lo[0], desc)
+    hi = 1.0 if leaf.hi is None else sketches.sort_rank(sk, leaf.hi[0], desc)
     mid = (lo + hi) / 2
     raw = sk.quantile(1.0 - mid if desc else mid)
     value = _typed(raw, _field_type(pool, inside))
@@ -115,6 +119,13 @@ def _field_type(pool: RecordPool, objects: Sequence[DataObject]) -> pa.DataType 
 
 def _typed(raw: Any, typ: pa.DataType | None) -> Any:
     """A sketch value (a double, or a string) back in the key field's type."""
+    binary = typ is not None and (
+        pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_fixed_size_binary(typ)
+    )
+    if binary and isinstance(raw, str):
+        return raw.encode("latin-1")  # binary keys are sketched one character per byte
     if typ is None or isinstance(raw, str):
         return raw
     t = pa.types

@@ -1,0 +1,138 @@
+"""What the ``limno`` process imports before it answers: the heavy libraries only when used.
+
+pyarrow, DuckDB, numpy, pandas (which pyarrow imports when it is installed) and
+PySpark take from a tenth of a second to a second each to import. ``--help``,
+``ls`` and ``log`` read only the lake's JSON journals, so they must import none of
+them; ``get`` reads Parquet (pyarrow, numpy) but never DuckDB, pandas, Spark or
+pyarrow.compute.
+Each case runs the real entry point (``python -m limno``, which calls the
+``limno`` script's function) in a fresh process under ``-X importtime`` and reads
+the modules it imported: an assertion about imports, not about time (the timing is
+the ``cli_start`` benchmark's). Last, the stand-in that defers them (limno.lazy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clirunner import ok
+from limno import Lake
+from limno.lazy import lazy_module
+
+HEAVY = ("pyarrow", "duckdb", "numpy", "pandas", "pyspark")
+#: what a point lookup must not import: it reads Parquet with pyarrow, and needs neither
+#: SQL nor Spark, nor pyarrow.compute (40 ms to import: all of the lookup's budget)
+GET_FORBIDDEN = ("duckdb", "pandas", "pyspark", "pyarrow.compute")
+
+
+@pytest.fixture(scope="module")
+def small_lake(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A lake with pool ``logs`` (key ts): two loads, a branch and a tag."""
+    root = tmp_path_factory.mktemp("start")
+    lake = str(root / "lake")
+    data = root / "logs.ndjson"
+    data.write_text("".join(f'{{"ts": {i}, "msg": "m{i}"}}\n' for i in range(1, 6)))
+    ok("--lake", lake, "init")
+    ok("--lake", lake, "create", "logs", "-k", "ts")
+    ok("--lake", lake, "load", "-p", "logs", "-m", "first", str(data))
+    ok("--lake", lake, "load", "-p", "logs", "-m", "again", str(data))
+    ok("--lake", lake, "branch", "-p", "logs", "dev")
+    ok("--lake", lake, "tag", "-p", "logs", "v1")
+    return lake
+
+
+def imported(lake: str, *args: str, home: Path) -> tuple[set[str], str]:
+    """The modules ``limno --lake LAKE ARGS...`` imports, and its stdout."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "LIMNO_DEBUG": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "limno", "--lake", lake, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 0, "\n".join(x for x in lines if not x.startswith("import time:"))
+    # "import time: <self us> | <cumulative us> | <indent><module>"
+    modules = {
+        line.rsplit("|", 1)[1].strip()
+        for line in lines
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+    assert "limno.cli._main" in modules, "no -X importtime report on stderr"
+    return modules, proc.stdout
+
+
+def heavy(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    """Those of ``packages`` that ``modules`` holds (the package or any of its submodules:
+    a package imported by ``importlib.import_module`` has no line of its own)."""
+    return [p for p in packages if any(m == p or m.startswith(p + ".") for m in modules)]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("ls",),
+        ("-f", "table", "ls"),
+        ("-f", "json", "ls", "logs"),
+        ("log", "-p", "logs"),
+        ("-f", "table", "log", "-p", "logs@dev", "-n", "1"),
+    ],
+    ids=["help", "ls", "ls-table", "ls-pool-json", "log", "log-table"],
+)
+def test_journal_commands_import_no_heavy_library(
+    small_lake: str, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    modules, out = imported(small_lake, *args, home=tmp_path)
+    assert heavy(modules, HEAVY) == []
+    assert out.strip(), "the command printed nothing"
+
+
+def test_listings_hold_what_the_meta_tables_hold(small_lake: str, tmp_path: Path) -> None:
+    """Printed from Python rows, the listings are the rows of the Arrow meta tables."""
+    lake = Lake.open(small_lake)
+    for args, (ref, table) in [
+        (("ls",), ("", "pools")),
+        (("ls", "logs"), ("logs", "branches")),
+        (("log", "-p", "logs"), ("logs", "commits")),
+    ]:
+        _, out = imported(small_lake, *args, home=tmp_path)
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert rows == lake.meta_table(ref, table).to_pylist(), args
+        assert rows, args
+
+
+def test_get_imports_only_what_a_lookup_needs(small_lake: str, tmp_path: Path) -> None:
+    modules, out = imported(small_lake, "get", "-p", "logs", "3", home=tmp_path)
+    assert heavy(modules, GET_FORBIDDEN) == []
+    assert "limno.data.scan" in modules  # it did read data
+    assert out.splitlines() == ['{"ts": 3, "msg": "m3"}', '{"ts": 3, "msg": "m3"}']
+
+
+def test_a_lazy_module_is_imported_at_its_first_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"lazy_probe_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    stand_in = lazy_module(name)
+    assert name not in sys.modules
+    assert stand_in.VALUE == 1
+    real = sys.modules[name]
+    assert lazy_module(name) is real  # once imported, the module itself
+    monkeypatch.setattr(real, "VALUE", 2)
+    assert stand_in.VALUE == 2  # reads go to the module: a replaced attribute shows
+    assert pickle.loads(pickle.dumps(stand_in)) is real
+    with pytest.raises(AttributeError):
+        _ = stand_in.MISSING
+    del sys.modules[name]
