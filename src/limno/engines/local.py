@@ -119,7 +119,7 @@ def _register(
     source = snapshot_source(pool, at, None, conditions, readable=reads_alike)
     if not source.files:
         assert source.merged is not None
-        con.register(name, source.merged)
+        con.register(name, _presentable(source.merged))
         return None
     read = _Read(pool, source)
     if source.filesystem is None:
@@ -134,13 +134,32 @@ def _register(
         con.register(f"{hidden}_files", scanned)
         view = f"SELECT * FROM {_name(hidden + '_files')}"
     if source.merged is not None and source.merged.num_rows:
-        con.register(hidden, source.merged)
+        con.register(hidden, _presentable(source.merged))
         view += f" UNION ALL SELECT * FROM {_name(hidden)}"
     try:  # DuckDB reads the footers here already
         con.execute(f"CREATE TEMPORARY VIEW {_name(name)} AS {view}").fetchall()
     except duckdb.Error as e:
         raise _read_error(e, [read]) from e
     return read
+
+
+def _presentable(table: pa.Table) -> pa.Table:
+    """``table`` as DuckDB can take it: decimals wider than its 38 digits become doubles,
+    as DuckDB's own Parquet reader presents them (Arrow hands over no decimal256)."""
+    schema = pa.schema([f.with_type(_within_duckdb(f.type)) for f in table.schema])
+    return table if schema.equals(table.schema) else table.cast(schema)
+
+
+def _within_duckdb(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_decimal(t) and t.bit_width == 256:
+        return pa.float64()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_within_duckdb(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_within_duckdb(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_within_duckdb(t.value_type)))
+    return t
 
 
 def _text(value: str) -> str:
