@@ -18,7 +18,6 @@ groups decode in threads, and consecutive objects encode in threads of their own
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import os
 import shutil
@@ -51,6 +50,9 @@ from limno.storage import Storage
 
 __all__ = ["ROW_GROUP_ROWS", "Removed", "delete_objects", "sort_and_write", "write_sorted"]
 
+#: a single input table up to this size is sorted and written on the caller's thread
+#: (a big one goes to the parallel path: decode, sort and encode on every core)
+SMALL_INPUT_BYTES = 16 * 2**20
 #: a sorted run is written by several threads (one per core, at most MAX_WRITERS)
 #: when each gets at least this many bytes (Arrow size) of it
 PARALLEL_MIN_BYTES = 64 * 2**20
@@ -284,17 +286,14 @@ def sort_and_write(
     are one more run: they are read back into the merge, and deleted once it is
     written. Either way the objects hold the input in key order (ties in input order).
     """
-    _prefer_jemalloc()
     batches = iter(batches)
     head = list(itertools.islice(batches, 2))
     if len(head) < 2:
-        # all the input is one table: there is nothing to read ahead, and it makes one
-        # object unless it outgrows the target size (or the sort's memory), so threads
-        # would only add hand-offs
-        # (a small load, such as a 1,000-row append, would spend more on them than on
-        # its work)
+        # all the input is one small table: there is nothing to read ahead, and it makes
+        # one object, so threads would only add hand-offs (a small load, such as a
+        # 1,000-row append, would spend more on them than on its work)
         single = [_as_table(b, key) for b in head]
-        if not single or single[0].nbytes <= min(target_size, memory_limit):
+        if not single or single[0].nbytes <= min(SMALL_INPUT_BYTES, target_size, memory_limit):
             ordered = [take_sorted(t, sort_order(t, key)) for t in single if t.num_rows]
             return write_sorted(
                 storage, pool_id, ordered, key, target_size, bounds=bounds, is_removed=is_removed
@@ -336,23 +335,6 @@ def sort_and_write(
         return out
     finally:
         tables.close()  # stops the reader if the write failed
-
-
-@functools.cache
-def _prefer_jemalloc() -> None:
-    """Make jemalloc pyarrow's default allocator, once per process, unless the user
-    chose one (``ARROW_DEFAULT_MEMORY_POOL``) or pyarrow has none.
-
-    A load decodes and encodes its input in buffers of a few MB that come and go.
-    mimalloc (pyarrow's default) hands such memory back to the system as soon as it
-    is free, and the system clears every page again when it is next used: a load of
-    a large Parquet file spent 15-20% of its CPU time clearing pages (``perf``), and
-    about 1% with jemalloc, which keeps freed pages for reuse.
-    """
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        return
-    with contextlib.suppress(NotImplementedError, pa.ArrowNotImplementedError):
-        pa.set_memory_pool(pa.jemalloc_memory_pool())
 
 
 def _as_table(batch: pa.RecordBatch | pa.Table, key: PoolKey) -> pa.Table:
