@@ -251,6 +251,38 @@ def test_value_column_queries(lake: str, case: Case) -> None:
         assert q.column("v").to_pylist() == pytest.approx(want, rel=1e-12)
 
 
+WIDE = pa.decimal256(50, 3)
+WIDE_VALUES = [decimal.Decimal(f"{i}{'9' * 40}.125") for i in range(N)]
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([[("k", d), ("j", None)] for d in WIDE_VALUES], pa.map_(pa.string(), WIDE)),
+        pa.array([[d, -d] for d in WIDE_VALUES], pa.list_(WIDE, 2)),
+    ],
+    ids=["map", "fixed_size_list"],
+)
+def test_nested_wide_decimals_query_as_doubles(lake: str, array: pa.Array) -> None:
+    """A decimal beyond DuckDB's 38 digits reaches it as a double at any depth."""
+    ok("--lake", lake, "create", "p", "-k", "id")
+    Lake.open(lake).pool("p").load([pa.table({"id": pa.array(range(N), pa.int64()), "v": array})])
+    q = Lake.open(lake).query("SELECT id, v FROM p ORDER BY id")
+    assert q.column("id").to_pylist() == list(range(N))
+    got = q.column("v").to_pylist()
+    if pa.types.is_map(array.type):
+        assert q.schema.field("v").type.item_type == pa.float64()
+        assert [[k for k, _ in row] for row in got] == [["k", "j"]] * N
+        assert [row[1][1] for row in got] == [None] * N
+        doubles = [row[0][1] for row in got]
+        want = [float(d) for d in WIDE_VALUES]
+    else:
+        assert q.schema.field("v").type.value_type == pa.float64()
+        doubles = [x for row in got for x in row]
+        want = [float(x) for d in WIDE_VALUES for x in (d, -d)]
+    assert doubles == pytest.approx(want, rel=1e-12)
+
+
 @pytest.mark.parametrize("case", KEY_CASES, ids=[c.name for c in KEY_CASES])
 def test_key_field_sorts_merges_and_finds(lake: str, tmp_path: Path, case: Case) -> None:
     src = _source(case)

@@ -41,16 +41,56 @@ if TYPE_CHECKING:
 else:
     pc = lazy_module("pyarrow.compute")  # 40 ms to import, and a point lookup needs none
 
-__all__ = ["list_view_as_list", "plain_batch", "plain_type"]
+__all__ = ["list_view_as_list", "map_types", "plain_batch", "plain_type"]
 
 _DEC128_MAX = 38
 _Data = TypeVar("_Data", pa.RecordBatch, pa.Table)
 
 
+def map_types(t: pa.DataType, fn: Callable[[pa.DataType], pa.DataType]) -> pa.DataType:
+    """``t`` rebuilt bottom-up with ``fn`` applied to every type in it.
+
+    ``fn`` sees each leaf first, then each container (struct, list, large list, list
+    view, large list view, fixed-size list, map, dictionary) rebuilt around what it
+    returned for the children, so one function can swap a leaf type at any depth and
+    also change a container itself. Field names, nullability and metadata are kept.
+    Every other type (extension types, unions included) is a leaf.
+    """
+    if pt.is_dictionary(t):
+        rebuilt: pa.DataType = pa.dictionary(t.index_type, map_types(t.value_type, fn), t.ordered)
+    elif pt.is_struct(t):
+        rebuilt = pa.struct([_mapped_field(f, fn) for f in t])
+    elif pt.is_map(t):
+        keys, items = _mapped_field(t.key_field, fn), _mapped_field(t.item_field, fn)
+        rebuilt = pa.map_(keys, items, keys_sorted=t.keys_sorted)
+    elif pt.is_fixed_size_list(t):
+        rebuilt = pa.list_(_mapped_field(t.value_field, fn), t.list_size)
+    elif pt.is_list(t):
+        rebuilt = pa.list_(_mapped_field(t.value_field, fn))
+    elif pt.is_large_list(t):
+        rebuilt = pa.large_list(_mapped_field(t.value_field, fn))
+    elif pt.is_list_view(t):
+        rebuilt = pa.list_view(_mapped_field(t.value_field, fn))
+    elif pt.is_large_list_view(t):
+        rebuilt = pa.large_list_view(_mapped_field(t.value_field, fn))
+    else:
+        rebuilt = t
+    return fn(rebuilt)
+
+
+def _mapped_field(f: pa.Field, fn: Callable[[pa.DataType], pa.DataType]) -> pa.Field:
+    return f.with_type(map_types(f.type, fn))
+
+
 def plain_type(t: pa.DataType, large: bool = False) -> pa.DataType:
     """The stored form of type ``t`` (``large``: 64-bit offsets for views' values)."""
+    return map_types(t, lambda node: _plain_node(node, large))
+
+
+def _plain_node(t: pa.DataType, large: bool) -> pa.DataType:
+    """The stored form of one type whose children are stored forms already."""
     if pt.is_dictionary(t):
-        return plain_type(t.value_type, large)
+        return t.value_type
     if pt.is_string_view(t):
         return pa.large_string() if large else pa.string()
     if pt.is_binary_view(t):
@@ -60,24 +100,10 @@ def plain_type(t: pa.DataType, large: bool = False) -> pa.DataType:
     if pt.is_decimal256(t) and t.precision <= _DEC128_MAX:
         return pa.decimal128(t.precision, t.scale)
     if pt.is_list_view(t):
-        item = _plain_field(t.value_field, large)
-        return pa.large_list(item) if large else pa.list_(item)
-    if pt.is_large_list_view(t) or pt.is_large_list(t):
-        return pa.large_list(_plain_field(t.value_field, large))
-    if pt.is_list(t):
-        return pa.list_(_plain_field(t.value_field, large))
-    if pt.is_fixed_size_list(t):
-        return pa.list_(_plain_field(t.value_field, large), t.list_size)
-    if pt.is_struct(t):
-        return pa.struct([_plain_field(f, large) for f in t])
-    if pt.is_map(t):
-        keys, items = _plain_field(t.key_field, large), _plain_field(t.item_field, large)
-        return pa.map_(keys, items, keys_sorted=t.keys_sorted)
+        return pa.large_list(t.value_field) if large else pa.list_(t.value_field)
+    if pt.is_large_list_view(t):
+        return pa.large_list(t.value_field)
     return t
-
-
-def _plain_field(f: pa.Field, large: bool) -> pa.Field:
-    return pa.field(f.name, plain_type(f.type, large), f.nullable, f.metadata)
 
 
 def plain_batch(batch: _Data) -> _Data:

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING
 import duckdb
 import pyarrow as pa
 
-from limno.core.refs import parse_pool_ref
 from limno.data.objects import DataObject, data_path
+from limno.data.plain_types import map_types
 from limno.data.sql_ranges import key_conditions
 from limno.data.sql_safety import check_query, lock_down, sql_error
+from limno.engines.table_names import MetaTableName, parse_table_name
 from limno.errors import LimnoError, NotFoundError, damaged_object
 from limno.pools.records.sql_source import SnapshotSource, snapshot_source
 
@@ -94,11 +95,10 @@ def _shared() -> duckdb.DuckDBPyConnection:
 
 def resolve_table(lake: Lake, name: str) -> pa.Table:
     """The Arrow table a SQL table name stands for (the whole snapshot, in memory)."""
-    ref, sep, meta = name.rpartition(":")
-    if sep:
-        return lake.meta_table(ref, meta)
-    pool_name, at = parse_pool_ref(name)
-    return lake.pool(pool_name).table(at)
+    parsed = parse_table_name(name)
+    if isinstance(parsed, MetaTableName):
+        return lake.meta_table(parsed.owner, parsed.table)
+    return lake.pool(parsed.pool).table(parsed.ref)
 
 
 def _register(
@@ -108,15 +108,14 @@ def _register(
 
     ``hidden`` names the rows limno merged, when the view also reads files.
     """
-    ref, sep, meta = name.rpartition(":")
-    if sep:
-        con.register(name, lake.meta_table(ref, meta))
+    parsed = parse_table_name(name)
+    if isinstance(parsed, MetaTableName):
+        con.register(name, lake.meta_table(parsed.owner, parsed.table))
         return None
-    pool_name, at = parse_pool_ref(name)
-    pool = lake.pool(pool_name)
+    pool = lake.pool(parsed.pool)
     first = pool.key.fields[0].path
     conditions = key_conditions(sql, name, first[0]) if len(first) == 1 else []
-    source = snapshot_source(pool, at, None, conditions, readable=reads_alike)
+    source = snapshot_source(pool, parsed.ref, None, conditions, readable=reads_alike)
     if not source.files:
         assert source.merged is not None
         con.register(name, _presentable(source.merged))
@@ -151,15 +150,7 @@ def _presentable(table: pa.Table) -> pa.Table:
 
 
 def _within_duckdb(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_decimal(t) and t.bit_width == 256:
-        return pa.float64()
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_within_duckdb(f.type)) for f in t])
-    if pa.types.is_list(t):
-        return pa.list_(t.value_field.with_type(_within_duckdb(t.value_type)))
-    if pa.types.is_large_list(t):
-        return pa.large_list(t.value_field.with_type(_within_duckdb(t.value_type)))
-    return t
+    return map_types(t, lambda node: pa.float64() if pa.types.is_decimal256(node) else node)
 
 
 def _text(value: str) -> str:
@@ -257,11 +248,11 @@ def query_size(lake: Lake, sql: str) -> int:
         return 0
     total = 0
     for name in names:
-        if ":" in name:
+        parsed = parse_table_name(name)
+        if isinstance(parsed, MetaTableName):
             continue
-        pool_name, at = parse_pool_ref(name)
         try:
-            total += sum(o.size for o in lake.pool(pool_name).objects(at))
+            total += sum(o.size for o in lake.pool(parsed.pool).objects(parsed.ref))
         except LimnoError:
             continue
     return total

@@ -36,6 +36,7 @@ from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError
 from limno.lake import Lake
 from limno.lake import Lake as LakeCls
+from limno.pools.records.key_bounds import key_bound
 from limno.storage import Storage
 
 from ._connect import default_parallelism
@@ -212,17 +213,6 @@ def object_parts(pool: RecordPool, objs: Sequence[DataObject]) -> list[ParquetPa
     ]
 
 
-def _bound(key: PoolKey, value: Any, types: Sequence[pa.DataType]) -> tuple[Any, ...] | None:
-    """A user bound as a key tuple (as :class:`RecordPool` parses ``--from``/``--to``)."""
-    if value is None:
-        return None
-    if isinstance(value, tuple):
-        return value
-    if isinstance(value, str):
-        return key.parse_bound(value, types)
-    return (value,)
-
-
 def read(
     pool: RecordPool | str,
     ref: str | None = None,
@@ -262,7 +252,7 @@ def _snapshot(
     lo = hi = None
     if bounded:
         types = rp.key_types(objs)
-        lo, hi = _bound(rp.key, start, types), _bound(rp.key, end, types)
+        lo, hi = key_bound(rp.key, start, types), key_bound(rp.key, end, types)
         lo_sk = None if lo is None else rp.key.sort_key(lo)
         hi_sk = None if hi is None else rp.key.sort_key(hi)
         keep = {data_path(rp.id, o.id) for o in objs if o.overlaps(rp.key, lo_sk, hi_sk)}

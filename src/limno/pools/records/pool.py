@@ -30,6 +30,7 @@ from limno.pools import inspect
 from limno.pools.branching import Branching
 from limno.pools.records import compaction, snapshot_cache, splitting
 from limno.pools.records.compaction import Runner, local_runner, order_key
+from limno.pools.records.key_bounds import key_bound, unified_key_types
 from limno.pools.records.partitions import PartitionTree
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
@@ -144,37 +145,10 @@ class RecordPool(Branching):
         return out
 
     # -- reading data --------------------------------------------------------------
-    def _bounds(
-        self, objs: Sequence[DataObject], lo: Any, hi: Any
-    ) -> tuple[tuple[Any, ...] | None, tuple[Any, ...] | None]:
-        types = self.key_types(objs)
-        return self._bound(lo, types), self._bound(hi, types)
-
-    def _bound(self, value: Any, types: Sequence[pa.DataType]) -> tuple[Any, ...] | None:
-        if value is None:
-            return None
-        if isinstance(value, tuple):
-            return value
-        if isinstance(value, str):
-            return self.key.parse_bound(value, types)
-        return (value,)
-
     def key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
         """The unified Arrow type of each key field over ``objs`` (string when none)."""
-        return snapshot_cache.memo_key_types(self.key, objs, self._key_types)
-
-    def _key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
-        out: list[pa.DataType] = []
-        for i, name in enumerate(self.key.names):
-            top = name.split(".")[0]
-            found = [o.schema.field(top) for o in objs if top in o.schema.names]
-            typ: pa.DataType = pa.string()
-            if found:
-                typ = _nested_type(
-                    unification.unify(pa.schema([f]) for f in found), self.key.fields[i].path
-                )
-            out.append(typ)
-        return out
+        unified = functools.partial(unified_key_types, self.key)
+        return snapshot_cache.memo_key_types(self.key, objs, unified)
 
     def iter_scan(
         self,
@@ -191,14 +165,22 @@ class RecordPool(Branching):
         """
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
-        yield from self._scan_objects(self.objects(ref, as_of), start, end, order, limit)
+        yield from self.scan_objects(self.objects(ref, as_of), start, end, order, limit)
 
-    def _scan_objects(
-        self, objs: Sequence[DataObject], start: Any, end: Any, order: str, limit: int | None
+    def scan_objects(
+        self,
+        objs: Sequence[DataObject],
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
     ) -> Iterator[pa.Table]:
-        """Scan ``objs``; every chunk has the columns of the objects' unified schema, in
-        its order, so a stream's chunks (and two scans of one snapshot) line up."""
-        lo, hi = self._bounds(objs, start, end)
+        """Stream a sorted scan of ``objs`` (some of a snapshot's :meth:`objects`: those an
+        engine cannot read itself), iterators applied; bounds, ``order`` and ``limit`` as in
+        :meth:`iter_scan`. Every chunk has the columns of the objects' unified schema, in its
+        order, so a stream's chunks (and two scans of one snapshot) line up."""
+        types = self.key_types(objs)
+        lo, hi = key_bound(self.key, start, types), key_bound(self.key, end, types)
 
         target = unification.unify(o.schema for o in objs if o.schema_b64)
         iterating = bool(self.config.settings.iterators)
@@ -258,7 +240,7 @@ class RecordPool(Branching):
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
         objs = self.objects(ref, as_of)
-        return _concat(list(self._scan_objects(objs, start, end, order, limit)))
+        return _concat(list(self.scan_objects(objs, start, end, order, limit)))
 
     def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
         """Point lookup: every record whose key equals one of ``keys``."""
@@ -266,7 +248,7 @@ class RecordPool(Branching):
         types = self.key_types(objs)
         parsed = []
         for k in keys:
-            bound = self._bound(k, types)
+            bound = key_bound(self.key, k, types)
             assert bound is not None
             if len(bound) != len(self.key.fields):
                 raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
@@ -289,7 +271,7 @@ class RecordPool(Branching):
         """Every record of a snapshot (unsorted across objects), schemas unified."""
         objs = self.objects(ref, as_of)
         if self.config.settings.iterators or any(o.clip is not None for o in objs):
-            return _concat(list(self._scan_objects(objs, None, None, "asc", None)))
+            return _concat(list(self.scan_objects(objs)))
         with self.reading(objs):
             return _concat(
                 [self.read_object(o) for o in objs], [o.schema for o in objs if o.schema_b64]
@@ -575,7 +557,7 @@ class RecordPool(Branching):
         ``at`` is a value of the first key field, or text parsed into its type.
         """
         if isinstance(at, str):
-            parsed = self._bound(at, self.key_types(self.objects(branch)))
+            parsed = key_bound(self.key, at, self.key_types(self.objects(branch)))
             at = None if parsed is None else parsed[0]
 
         return splitting.split_leaf(self, branch, partition, at)
@@ -603,15 +585,6 @@ class RecordPool(Branching):
     def retention(self) -> dict[str, dt.timedelta] | None:
         """The pool's configured retention windows by branch glob (None: keep all)."""
         return dict(self.config.settings.retention) or None
-
-
-def _nested_type(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
-    typ: pa.DataType = schema.field(path[0]).type
-    for part in path[1:]:
-        if not pa.types.is_struct(typ) or typ.get_field_index(part) < 0:
-            return pa.string()
-        typ = typ.field(part).type
-    return typ
 
 
 def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa.Table:

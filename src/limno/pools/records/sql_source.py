@@ -83,7 +83,7 @@ def snapshot_source(
             direct.append((path, o))
     merged = None
     if rest or not direct:
-        chunks = list(pool._scan_objects(rest, None, None, "asc", None)) if rest else []
+        chunks = list(pool.scan_objects(rest)) if rest else []
         merged = conform(pa.concat_tables(chunks), schema) if chunks else schema.empty_table()
     return SnapshotSource(
         schema,
