@@ -328,7 +328,7 @@ def compaction(cfg: Config) -> list[Result]:
                     con = duckdb.connect()
                     con.execute(
                         f"COPY (SELECT * FROM read_parquet([{listed}]) ORDER BY k) TO '{out}'"
-                        " (FORMAT parquet, COMPRESSION zstd)"
+                        f" (FORMAT parquet, COMPRESSION {peers.DUCKDB_CODEC})"
                     )
                     con.close()
 

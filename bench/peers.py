@@ -107,16 +107,21 @@ def _expressions() -> Any:
 
 # -- DuckDB ------------------------------------------------------------------------------
 
+#: the codec DuckDB's Parquet copies use: limno's own (``limno.data.encoding.COMPRESSION``,
+#: LZ4_RAW), so that both sides pay the same encoding work
+DUCKDB_CODEC = "lz4_raw"
+
 
 def duckdb_sorted_copy(data: pa.Table, path: Path) -> None:
-    """Sort with DuckDB (all cores) and write one Parquet file (zstd)."""
+    """Sort with DuckDB (all cores) and write one Parquet file (limno's codec)."""
     import duckdb
 
     con = duckdb.connect()
     try:
         con.register("input", data)
         con.execute(
-            f"COPY (SELECT * FROM input ORDER BY k) TO '{path}' (FORMAT parquet, COMPRESSION zstd)"
+            f"COPY (SELECT * FROM input ORDER BY k) TO '{path}'"
+            f" (FORMAT parquet, COMPRESSION {DUCKDB_CODEC})"
         )
     finally:
         con.close()
@@ -128,7 +133,7 @@ def duckdb_copy(data: pa.Table, path: Path) -> None:
     con = duckdb.connect()
     try:
         con.register("input", data)
-        con.execute(f"COPY input TO '{path}' (FORMAT parquet, COMPRESSION zstd)")
+        con.execute(f"COPY input TO '{path}' (FORMAT parquet, COMPRESSION {DUCKDB_CODEC})")
     finally:
         con.close()
 

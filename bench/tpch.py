@@ -33,6 +33,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from bench.harness import Config, Result, median, timed
+from bench.peers import DUCKDB_CODEC
 from bench.tpch_queries import queries
 
 if TYPE_CHECKING:
@@ -179,14 +180,14 @@ def cli_query(lake: Path, sql: str) -> pa.Table:
 
 
 def duckdb_sorted_copy(source: Path, key: str, out: Path) -> None:
-    """DuckDB's sorted rewrite of one Parquet file (all cores, zstd as limno writes)."""
+    """DuckDB's sorted rewrite of one Parquet file (all cores, limno's codec)."""
     import duckdb
 
     con = duckdb.connect()
     try:
         con.execute(
             f"COPY (SELECT * FROM read_parquet('{_quoted(source)}') ORDER BY {key})"
-            f" TO '{_quoted(out)}' (FORMAT parquet, COMPRESSION zstd)"
+            f" TO '{_quoted(out)}' (FORMAT parquet, COMPRESSION {DUCKDB_CODEC})"
         )
     finally:
         con.close()

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from limno.api.local import LocalLake as Lake
+from limno.data import encoding
 from limno.data.objects import DataObject, data_path
 from limno.data.parquet import open_parquet
 from limno.data.typed_schema import TypedSchema
@@ -198,6 +199,8 @@ def test_get_and_key_ranges_on_native_objects(spark: SparkSession, lake: Lake) -
     md = pq.ParquetFile(pool.storage.local_path(data_path(pool.id, objs[0].id))).metadata
     assert md.row_group(0).column(0).is_stats_set and md.row_group(0).column(0).has_column_index
     assert md.row_group(0).num_rows <= _native.ROW_GROUP_ROWS
+    # compressed as limno's own writer compresses (pyarrow names LZ4_RAW "LZ4")
+    assert md.row_group(0).column(0).compression == encoding.COMPRESSION.upper()
     # the staging directory is gone: only objects and their sketches remain
     names = data_files(pool)
     assert names == {f"{o.id}.parquet" for o in objs} | {f"{o.id}.sketch" for o in objs}

@@ -46,10 +46,13 @@ __all__ = [
 ]
 
 #: rows per Parquet row group of a data object: small enough that a point lookup
-#: decodes little, large enough that scans stay fast
-ROW_GROUP_ROWS = 32768
-COMPRESSION = "zstd"
-COMPRESSION_LEVEL = 1
+#: decodes little, large enough that an engine scanning the object in place (DuckDB,
+#: Spark) does not pay its per-group cost too often (TPC-H at SF1: 32K-row groups were
+#: 10-15% slower to scan than 64K, 128K ones 10% faster still but twice the lookup)
+ROW_GROUP_ROWS = 65536
+#: LZ4 (the raw block format of Parquet 2.9, ``LZ4_RAW``) decodes about a third
+#: faster than zstd level 1 in DuckDB's and Arrow's scans, at about 45% more bytes
+COMPRESSION = "lz4"
 #: rows looked at to decide whether a column's values repeat enough for a dictionary
 DICTIONARY_SAMPLE_ROWS = 16384
 #: ... and the fewest rows for which that is worth looking at (fewer: no dictionaries)
@@ -135,8 +138,10 @@ class ObjectWriter:
             self.tmp,
             schema,
             compression=COMPRESSION,
-            compression_level=COMPRESSION_LEVEL,
             use_dictionary=_dictionary_columns(sample),
+            # decimals of up to 18 digits as INT32/INT64, not fixed-size binary: smaller
+            # and much faster to scan (what Spark and Arrow-rs write as well)
+            store_decimal_as_integer=True,
             write_statistics=True,
             write_page_index=True,
             write_page_checksum=True,  # verify --deep checks them

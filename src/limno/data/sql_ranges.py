@@ -23,12 +23,13 @@ import datetime as dt
 import decimal
 import functools
 import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject
-from limno.data.sql_safety import parse_tree, tree_nodes
+from limno.data.sql_safety import parse_tree
 from limno.errors import LimnoError
 
 __all__ = ["Condition", "key_conditions", "may_hold"]
@@ -57,11 +58,11 @@ def key_conditions(sql: str, table: str, column: str) -> list[Condition]:
 
     ``[]`` when there are none limno can use (see the module docstring).
     """
-    tree = _tree(sql)
-    if tree is None:
+    tables = _tables_read(sql)
+    if tables is None or tables.total.get(table) != 1:
         return []
-    found = [node for node in tree_nodes(tree) if "from_table" in node and _reads(node, table) > 0]
-    if len(found) != 1 or _reads(tree, table) != 1:
+    found = [select for select, names in tables.selects if table in names]
+    if len(found) != 1:
         return []
     select = found[0]
     base = next(t for t in _tables(select["from_table"]) if _is(t, table))
@@ -72,11 +73,39 @@ def key_conditions(sql: str, table: str, column: str) -> list[Condition]:
     return out
 
 
+class _TablesRead:
+    """Which base tables a statement names: in all, and under each ``SELECT``."""
+
+    def __init__(self, tree: dict[str, Any]) -> None:
+        #: every node with a ``FROM`` and the base tables named anywhere below it
+        self.selects: list[tuple[dict[str, Any], Counter[str]]] = []
+        #: base table name -> how many times the statement names it
+        self.total = self._walk(tree)
+
+    def _walk(self, item: Any) -> Counter[str]:
+        """The base tables named in ``item`` (one pass over the tree: a statement joining
+        many tables is walked once, not once per table)."""
+        below: Counter[str] = Counter()
+        if isinstance(item, dict):
+            if item.get("type") == "BASE_TABLE":
+                below[str(item.get("table_name", ""))] += 1
+            for value in item.values():
+                if isinstance(value, dict | list):
+                    below.update(self._walk(value))
+            if "from_table" in item:
+                self.selects.append((item, below))
+        elif isinstance(item, list):
+            for value in item:
+                if isinstance(value, dict | list):
+                    below.update(self._walk(value))
+        return below
+
+
 @functools.lru_cache(maxsize=16)
-def _tree(sql: str) -> dict[str, Any] | None:
-    """The statement's parse tree (read only: shared by the calls for each of its tables)."""
+def _tables_read(sql: str) -> _TablesRead | None:
+    """The statement's tables (read only: shared by the calls for each of its tables)."""
     try:
-        return parse_tree(sql)
+        return _TablesRead(parse_tree(sql))
     except LimnoError:
         return None
 
@@ -131,11 +160,6 @@ def _comparable(a: Any, b: Any) -> bool:
             and ((a.tzinfo is None) == (b.tzinfo is None))
         )
     return type(a) is type(b) and isinstance(a, str | dt.date)
-
-
-def _reads(node: Any, table: str) -> int:
-    """How many times ``node`` names ``table`` as a base table."""
-    return sum(1 for n in tree_nodes(node) if _is(n, table))
 
 
 def _is(node: dict[str, Any], table: str) -> bool:

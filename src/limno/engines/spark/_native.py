@@ -9,7 +9,7 @@ copied from the JVM to Python), then turns the files into data objects:
    data prefix, ``<pool-id>/data/<job-ksuid>.spark/`` (through
    :func:`~._session.hadoop_uri`: ``file://`` or ``s3a://``). Row groups are
    small (:data:`ROW_GROUP_ROWS`, :data:`ROW_GROUP_BYTES`) so that a point lookup
-   decodes little, with statistics and a page index; zstd level 1 as limno's
+   decodes little, with statistics and a page index; LZ4 (``LZ4_RAW``) as limno's
    writer; Parquet v2 pages and encodings; dictionaries only for columns whose
    values repeat; timestamps as ``TIMESTAMP_MICROS``. The key ranges are cut at
    the leaf partitions' bounds (:func:`~._write.sorted_by_key`), so no file
@@ -103,9 +103,8 @@ PAGE_BYTES = 1 * 2**20
 #: (about limno's own writer's rule: no dictionary for a column whose values are
 #: mostly distinct)
 DICTIONARY_BYTES = 64 * 2**10
-#: limno's writer compresses with zstd level 1 too
-COMPRESSION = "zstd"
-ZSTD_LEVEL = 1
+#: limno's writer compresses with LZ4 (Parquet's ``LZ4_RAW``) too
+COMPRESSION = "lz4_raw"
 #: Parquet v2 data pages and encodings (delta-packed integers, delta strings where a
 #: column has no dictionary): smaller files, faster to write and to read with Arrow
 WRITER_VERSION = "v2"
@@ -237,7 +236,6 @@ def expected_schema(schema: StructType) -> pa.Schema:
 def _writer_options(storage: Storage) -> dict[str, str]:
     opts = {
         "compression": COMPRESSION,
-        "parquet.compression.codec.zstd.level": str(ZSTD_LEVEL),
         "parquet.writer.version": WRITER_VERSION,
         "parquet.block.size": str(ROW_GROUP_BYTES),
         "parquet.block.row.count.limit": str(ROW_GROUP_ROWS),
