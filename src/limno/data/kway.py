@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from limno.data.keys import PoolKey, SortKey
 from limno.data.schema import conform, unify
-from limno.data.sort import sort_order, take_sorted
+from limno.data.sort import numpy_values, sort_order, take_sorted
 from limno.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -77,9 +77,14 @@ def concat_unified(tables: Sequence[pa.Table]) -> pa.Table:
 
 
 class _Source:
-    """One input stream and the unconsumed keyed rows ``[pos, end)`` of its chunk."""
+    """One input stream and the unconsumed keyed rows ``[pos, end)`` of its chunk.
 
-    __slots__ = ("it", "table", "keys", "pos", "end", "index")
+    ``values``: for a key of one integer-like field, the chunk's key values as numpy
+    integers (their order is the key's), so that a round finds its cuts with
+    ``searchsorted`` instead of comparing Python keys; ``value_type`` is their Arrow type.
+    """
+
+    __slots__ = ("it", "table", "keys", "pos", "end", "index", "values", "value_type")
 
     def __init__(self, it: Iterator[pa.Table], index: int) -> None:
         self.it = it
@@ -88,6 +93,8 @@ class _Source:
         self.keys: pa.Table | None = None
         self.pos = 0
         self.end = 0
+        self.values: np.ndarray | None = None
+        self.value_type: pa.DataType | None = None
 
     def next_chunk(self) -> pa.Table | None:
         for table in self.it:
@@ -134,6 +141,31 @@ def _load(src: _Source, table: pa.Table, key: PoolKey, reverse: bool, start: int
     # keyless rows have every key column null (see PoolKey.key_table)
     keyless = src.keys.column(0).null_count
     src.end = table.num_rows if reverse else table.num_rows - keyless
+    src.values, src.value_type = None, None
+    if len(key.fields) == 1:
+        column = src.keys.column(0)
+        as_int = _integer_view(column.type)
+        if as_int is not None and column.num_chunks == 1:
+            chunk = column.chunk(0)
+            # the values of null slots are never looked at: they lie outside [pos, end)
+            src.values = numpy_values(chunk if as_int == column.type else chunk.view(as_int))
+            src.value_type = column.type
+
+
+def _integer_view(t: pa.DataType) -> pa.DataType | None:
+    """The integer type whose order is that of values of type ``t`` (None: no such)."""
+    if pa.types.is_integer(t):
+        return t
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32()
+    if (
+        pa.types.is_timestamp(t)
+        or pa.types.is_date64(t)
+        or pa.types.is_time64(t)
+        or pa.types.is_duration(t)
+    ):
+        return pa.int64()
+    return None
 
 
 def _keyless_prefixes(srcs: list[_Source], key: PoolKey) -> Iterator[pa.Table]:
@@ -180,11 +212,8 @@ def _keyed_rounds(srcs: list[_Source], key: PoolKey, reverse: bool) -> Iterator[
             _load(src, table, key, reverse)
         return True
 
-    live = [s for s in srcs if refill(s)]
-    while live:
-        if len(live) == 1:
-            yield from _drain(live[0], key, reverse, refill)
-            return
+    def cuts(live: list[_Source]) -> list[int]:
+        """Where each source's rows of this round end (any key)."""
         lasts = [sort_key(s, s.end - 1) for s in live]
         mark = lasts[0]
         for last in lasts[1:]:
@@ -195,15 +224,28 @@ def _keyed_rounds(srcs: list[_Source], key: PoolKey, reverse: bool) -> Iterator[
         first_at_mark = next(
             i for i, last in enumerate(lasts) if not before(mark, last) and not before(last, mark)
         )
-        pieces: list[pa.Table] = []
-        key_pieces: list[pa.Table] = []
+        out = []
         for i, src in enumerate(live):
             if i == first_at_mark:
-                cut = src.end
-            elif i < first_at_mark:
-                cut = first_true(src.pos, src.end, _after(src, mark, sort_key, before, True))
+                out.append(src.end)
             else:
-                cut = first_true(src.pos, src.end, _after(src, mark, sort_key, before, False))
+                after = _after(src, mark, sort_key, before, i < first_at_mark)
+                out.append(first_true(src.pos, src.end, after))
+        return out
+
+    # in output order, values of one integer-like key field rise, or fall
+    rising = key.fields[0].descending == reverse
+    live = [s for s in srcs if refill(s)]
+    while live:
+        if len(live) == 1:
+            yield from _drain(live[0], key, reverse, refill)
+            return
+        ends = _integer_cuts(live, rising)
+        if ends is None:
+            ends = cuts(live)
+        pieces: list[pa.Table] = []
+        key_pieces: list[pa.Table] = []
+        for src, cut in zip(live, ends, strict=True):
             if cut > src.pos:
                 assert src.table is not None and src.keys is not None
                 pieces.append(src.table.slice(src.pos, cut - src.pos))
@@ -211,6 +253,35 @@ def _keyed_rounds(srcs: list[_Source], key: PoolKey, reverse: bool) -> Iterator[
                 src.pos = cut
         yield _sorted(pieces, key_pieces, key, reverse)
         live = [s for s in live if refill(s)]
+
+
+def _integer_cuts(live: list[_Source], rising: bool) -> list[int] | None:
+    """The round's cuts (as in :func:`_keyed_rounds`) with ``searchsorted``, for a key
+    of one integer-like field of one type in every source; None otherwise."""
+    first = live[0].value_type
+    if first is None or any(s.value_type != first for s in live[1:]):
+        return None
+    columns = [s.values for s in live if s.values is not None]
+    if len(columns) < len(live):
+        return None
+    lasts = [int(values[s.end - 1]) for values, s in zip(columns, live, strict=True)]
+    mark = min(lasts) if rising else max(lasts)
+    first_at_mark = lasts.index(mark)
+    out = []
+    for i, (values, src) in enumerate(zip(columns, live, strict=True)):
+        if i == first_at_mark:
+            out.append(src.end)
+            continue
+        # sources before the first one at the watermark give their rows equal to it too
+        with_ties = i < first_at_mark
+        window = values[src.pos : src.end]
+        if rising:
+            taken = int(np.searchsorted(window, mark, "right" if with_ties else "left"))
+        else:  # falling: count from the end of the rising reversed window
+            rest = np.searchsorted(window[::-1], mark, "left" if with_ties else "right")
+            taken = len(window) - int(rest)
+        out.append(src.pos + taken)
+    return out
 
 
 def _after(

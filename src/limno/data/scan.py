@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
 from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent import futures
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -42,6 +45,8 @@ Key = tuple[Any, ...]
 MAX_GROUPS_PER_READ = 8
 #: ... when several objects are merged, each holds this many at most
 MAX_GROUPS_PER_MERGED_READ = 2
+#: most threads decoding the objects of one merge ahead of it (see :func:`scan`)
+MAX_READ_AHEAD_THREADS = 4
 #: a lookup reading at most this many row groups of an object decodes them on its own
 #: thread (more, as for many keys at once, go to Arrow's thread pool)
 SMALL_READ_GROUPS = 2
@@ -95,6 +100,7 @@ def scan(
     order: str = "asc",
     limit: int | None = None,
     columns: Sequence[str] | None = None,
+    read_ahead: bool = False,
 ) -> Iterator[pa.Table]:
     """Stream the rows of ``objects`` with ``lo <= key < hi`` in key order.
 
@@ -105,6 +111,11 @@ def scan(
     ``limit`` stops reading once that many rows are out; ``columns`` projects (key
     columns are still read to order rows). Yielded tables are never empty, and their
     schemas may differ from one another: callers unify.
+
+    With ``read_ahead`` (for a scan that reads everything, such as a compaction's),
+    each merged object's next row groups are decoded in a thread while the merge works
+    on its current ones (one thread per batch: several batches decode at once): one
+    more batch per object in memory, decoding off the merge's thread.
     """
     if order not in ("asc", "desc"):
         raise InvalidInputError(f"order must be asc or desc, not {order!r}")
@@ -139,7 +150,12 @@ def scan(
             if reverse:
                 members.reverse()
             sources = [r.keyed_rows(bounds.clipped(r.obj.clip), reverse, cap) for r in members]
-            yield from merge_sorted(sources, key, reverse=reverse)
+            if read_ahead and len(sources) > 1:
+                for r in members:
+                    r.alone = True
+                yield from _merged_ahead(sources, key, reverse)
+            else:
+                yield from merge_sorted(sources, key, reverse=reverse)
         if not reverse:
             for r in keyless:
                 yield from r.keyless_rows(reverse=False)
@@ -158,6 +174,48 @@ def scan(
             yield table
     finally:
         tables.close()
+
+
+def _merged_ahead(
+    sources: list[Iterator[pa.Table]], key: PoolKey, reverse: bool
+) -> Iterator[pa.Table]:
+    """:func:`merge_sorted` of ``sources``, each read one batch ahead in a thread pool."""
+    # whoever consumes the merge (a compaction's encoder) keeps a core busy: decoding
+    # gets the others (measured on 2 cores: a second decoding thread only adds switching)
+    cores = os.cpu_count() or 1
+    workers = max(1, min(len(sources), cores - 1, MAX_READ_AHEAD_THREADS))
+    with ThreadPoolExecutor(workers, thread_name_prefix="limno-read-ahead") as pool:
+        ahead = [_ahead(s, pool) for s in sources]
+        try:
+            yield from merge_sorted(ahead, key, reverse=reverse)
+        finally:
+            for a in ahead:
+                a.close()
+
+
+_END = object()
+
+
+def _ahead(items: Iterator[pa.Table], pool: ThreadPoolExecutor) -> Generator[pa.Table, None, None]:
+    """``items``, the next one produced in ``pool`` while the caller has this one.
+
+    One item at a time is in flight, so ``items`` never runs in two threads at once;
+    closing this closes ``items`` once its item in flight is done.
+    """
+    pending = pool.submit(next, items, _END)
+    try:
+        while True:
+            item = pending.result()
+            if item is _END:
+                return
+            pending = pool.submit(next, items, _END)
+            yield item
+    finally:
+        if not pending.cancel():
+            futures.wait([pending])
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
 
 
 def lookup(
@@ -265,6 +323,8 @@ class _Reader:
         self.columns = columns
         #: a lookup's reader: few row groups, read without pre-buffering
         self.small = small
+        #: decode on the calling thread (a read-ahead thread: one of several at work)
+        self.alone = False
         self.metadata: pq.FileMetaData | None = None
         self._ranges: list[_GroupRange | None] | None = None
 
@@ -286,7 +346,7 @@ class _Reader:
             wanted = [*self.columns, *(f.path[0] for f in self.key.fields)]
             cols = [c for c in dict.fromkeys(wanted) if c in names]
         # a lookup's row group or two decode faster here than handed to Arrow's threads
-        alone = self.small and len(groups) <= SMALL_READ_GROUPS
+        alone = self.alone or (self.small and len(groups) <= SMALL_READ_GROUPS)
         return pf.read_row_groups(groups, columns=cols, use_threads=not alone)
 
     def _groups(self, pf: pq.ParquetFile, keyed: bool) -> tuple[list[int], list[int]]:

@@ -259,7 +259,10 @@ _DONE = object()
 
 
 def prefetched(
-    items: Iterable[T], name: str = "limno-prefetch", depth: int = 2
+    items: Iterable[T],
+    name: str = "limno-prefetch",
+    depth: int = 2,
+    max_bytes: int | None = None,
 ) -> Generator[T, None, None]:
     """``items``, produced by a background thread up to ``depth`` items ahead.
 
@@ -268,11 +271,21 @@ def prefetched(
     the current one. An error in the producer is raised to the caller; when the
     caller stops early the producer stops after its current item, and a generator
     source is closed in its own thread.
+
+    With ``max_bytes``, items waiting for the caller also total at most that many
+    bytes (their ``nbytes``; one item alone may be larger): a deep queue that absorbs
+    the uneven pace of two stages without holding more than that.
     """
     out: queue.Queue[Any] = queue.Queue(maxsize=depth)
     stop = threading.Event()
+    room = threading.Condition()
+    waiting = 0  # bytes of the items in ``out``
+
+    def size(item: Any) -> int:
+        return int(getattr(item, "nbytes", 0)) if max_bytes is not None else 0
 
     def produce() -> None:
+        nonlocal waiting
         it = iter(items)
         try:
             while not stop.is_set():
@@ -281,6 +294,12 @@ def prefetched(
                 except StopIteration:
                     out.put(_DONE)
                     return
+                n = size(item)
+                if max_bytes is not None:
+                    with room:
+                        while waiting and waiting + n > max_bytes and not stop.is_set():
+                            room.wait()
+                        waiting += n
                 out.put(item)
         except BaseException as e:  # handed to the consumer
             out.put(_Failure(e))
@@ -299,9 +318,15 @@ def prefetched(
                 return
             if isinstance(item, _Failure):
                 raise item.error
+            if max_bytes is not None:
+                with room:
+                    waiting -= size(item)
+                    room.notify()
             yield item
     finally:
         stop.set()
+        with room:
+            room.notify()  # a producer waiting for room sees the stop
         while thread.is_alive():  # unblock a producer waiting for room
             with contextlib.suppress(queue.Empty):
                 while True:

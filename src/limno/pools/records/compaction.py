@@ -29,6 +29,7 @@ order; the outputs carry the newest input's order.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,12 @@ else:
 __all__ = ["STRATEGIES", "CompactionJob", "JobResult", "plan_jobs", "run_jobs"]
 
 STRATEGIES = COMPACTION_STRATEGIES
+
+#: bytes (Arrow size) of merged rows that may wait for a job's encoders
+MERGE_AHEAD_BYTES = 16 * 2**20
+#: output objects of a job encoded at once, each in a thread of its own, when the job
+#: is likely to write several (one per core, at most 4)
+ENCODERS = max(1, min(os.cpu_count() or 1, 4))
 
 
 @dataclass(frozen=True)
@@ -276,25 +283,41 @@ def merge_clipped(pool: RecordPool, inputs: Sequence[DataObject]) -> list[DataOb
     """Merge ``inputs`` (clipped to one leaf, oldest first) into new objects with their
     sketches: written, not committed. The rows read are reported in each output's
     ``extra["rows_in"]`` (summed by the caller), so this works as a Spark task too.
+
+    Three stages run at once, mostly outside the GIL: the inputs' row groups are
+    decoded a batch ahead of the merge (in threads), the merge runs in a thread of its
+    own up to :data:`MERGE_AHEAD_BYTES` ahead of the encoding, and a job whose
+    inputs exceed the target size (likely to write several objects) encodes
+    consecutive objects in threads of their own (:data:`ENCODERS`). The output is the
+    same as one thread's: the same rows, cut into the same objects, encoded alike.
     """
     rows_in = 0
 
     def counted() -> Iterator[pa.Table]:
         nonlocal rows_in
-        for t in scan.scan(pool.storage, pool.id, inputs, pool.key):
+        for t in scan.scan(pool.storage, pool.id, inputs, pool.key, read_ahead=True):
             rows_in += t.num_rows
             yield t
 
-    # the merge runs a step ahead in a thread while this one encodes (both mostly
-    # outside the GIL: Parquet decoding, sorting and encoding)
-    merged = sort.prefetched(pool.iterated(counted()), "limno-compact")
+    target = pool.config.target_size
+    encoders = ENCODERS if sum(o.size for o in inputs) > target else 1
+    if encoders > 1:  # the encoders' backlog holds the rows that wait
+        merged = sort.prefetched(pool.iterated(counted()), "limno-compact")
+    else:
+        # a deep queue: the merge's pace is uneven (every input refills at about the
+        # same round), and so is the encoder's (a row group at a time)
+        merged = sort.prefetched(
+            pool.iterated(counted()), "limno-compact", depth=64, max_bytes=MERGE_AHEAD_BYTES
+        )
     outputs = writer.write_sorted(
         pool.storage,
         pool.id,
         merged,
         pool.key,
-        pool.config.target_size,
+        target,
         is_removed=pool.is_removed,
+        writers=encoders,
+        backlog=MERGE_AHEAD_BYTES,
     )
     done = []
     for i, out in enumerate(outputs):
