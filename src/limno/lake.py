@@ -15,19 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from limno.config import lake_location
-from limno.core.refs import parse_pool_ref
-from limno.core.versioning import Versioned
 from limno.data.iterators import IteratorSpec, parse_iterators
-from limno.data.keys import PoolKey
-from limno.data.typed_schema import TypedSchema
 from limno.errors import AlreadyExistsError, CorruptError, InvalidInputError, NotFoundError
-from limno.faults import Fault
 from limno.journal import JournalStore
 from limno.pools import inspect
-from limno.pools.branching import TX_PREFIX
-from limno.pools.records.checks import verify_pool
-from limno.pools.records.manage import maintain
-from limno.pools.records.pool import RecordPool
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.settings import DEFAULT_SPLIT_THRESHOLD, CompactionSettings, PoolSettings
 from limno.pools.vacuum import DEFAULT_GRACE
@@ -35,6 +26,13 @@ from limno.storage import Storage, open_storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from limno.data.typed_schema import TypedSchema
+    from limno.faults import Fault
+    from limno.pools.records.pool import RecordPool
+
+# The pool layer (record pools, the versioning core, checks, maintenance) is imported
+# where a pool is opened or made: listing the pools (``limno ls``) needs none of it.
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "Lake"]
 
@@ -118,6 +116,10 @@ class Lake:
         partition splits; ``compaction`` is ``{"strategy", "ratio", "batch"}``;
         ``retention`` maps branch globs to how long vacuum keeps their history.
         """
+        from limno.core.versioning import Versioned
+        from limno.data.keys import PoolKey
+        from limno.pools.records.pool import RecordPool
+
         if kind != "records":
             raise InvalidInputError(f"pools of kind {kind!r} are not supported yet")
         if schema is not None and key is None:
@@ -151,6 +153,8 @@ class Lake:
 
     def pool(self, name: str) -> RecordPool:
         """An existing pool by name or id."""
+        from limno.pools.records.pool import RecordPool
+
         return RecordPool(self.storage, self.registry.find(name), self.registry)
 
     def meta_table(self, ref: str, name: str) -> pa.Table:
@@ -159,6 +163,8 @@ class Lake:
             if name != "pools":
                 raise NotFoundError(f"no meta table ':{name}' (try ':pools')")
             return inspect.pools_table(self.list_pools())
+        from limno.core.refs import parse_pool_ref
+
         pool_name, at = parse_pool_ref(ref)
         return self.pool(pool_name).meta_table(name, at)
 
@@ -175,6 +181,9 @@ class Lake:
         ``deep`` also reads every data object whole (page checksums, sort order,
         keys and counts against the recorded metadata).
         """
+        from limno.faults import Fault
+        from limno.pools.records.checks import verify_pool
+
         try:
             check_lake_json(self.uri, self.storage.get(LAKE_JSON))
         except (NotFoundError, CorruptError, InvalidInputError) as e:
@@ -200,6 +209,9 @@ class Lake:
         """Maintain ``pools`` (default: every record pool) until ``stop`` is set: one
         pass (:func:`~limno.pools.records.manage.maintain`) per branch of each pool
         every ``interval``; the number of passes run."""
+        from limno.pools.branching import TX_PREFIX
+        from limno.pools.records.manage import maintain
+
         stop = stop or threading.Event()
         passes = 0
         while True:

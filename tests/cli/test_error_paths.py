@@ -296,12 +296,12 @@ def test_damaged_object_on_a_remote_store_is_named(tmp_path: Path) -> None:
 def test_internal_error_is_one_line_and_a_traceback_on_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import limno.cli._main as cli_main
+    import limno.api as api  # what the CLI opens lakes with
 
     def broken(location: str) -> Lake:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(cli_main.Lake, "open", broken)
+    monkeypatch.setattr(api.Lake, "open", broken)
     monkeypatch.delenv("LIMNO_DEBUG", raising=False)
     r = run("--lake", str(tmp_path), "verify")
     assert r.code == 1

@@ -1,10 +1,15 @@
-"""What the ``limno`` process imports before it answers: the heavy libraries only when used.
+"""What the ``limno`` process imports before it answers: each module only where it is used.
 
 pyarrow, DuckDB, numpy, pandas (which pyarrow imports when it is installed) and
 PySpark take from a tenth of a second to a second each to import. ``--help``,
 ``ls`` and ``log`` read only the lake's JSON journals, so they must import none of
 them; ``get`` reads Parquet (pyarrow, numpy) but never DuckDB, pandas, Spark or
-pyarrow.compute.
+pyarrow.compute. Smaller costs add up as much: the standard library's modules for
+what only writers, hooks and engines do (processes, logging, sockets, temporary
+files), obstore (a local lake is read with plain system calls), and the layers of
+limno a command does not reach: ``--help`` opens no lake, ``ls`` no pool, and
+``log`` and ``get`` leave vacuum's protocol, compaction planning and splits alone;
+and a command builds only its own module's click commands.
 Each case runs the real entry point (``python -m limno``, which calls the
 ``limno`` script's function) in a fresh process under ``-X importtime`` and reads
 the modules it imported: an assertion about imports, not about time (the timing is
@@ -13,6 +18,7 @@ the ``cli_start`` benchmark's). Last, the stand-in that defers them (limno.lazy)
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import pickle
@@ -24,12 +30,46 @@ import pytest
 
 from clirunner import ok
 from limno import Lake
+from limno.cli._main import COMMAND_MODULES
 from limno.lazy import lazy_module
 
 HEAVY = ("pyarrow", "duckdb", "numpy", "pandas", "pyspark")
+#: what only writes, hooks, vacuum, verify and engines use: no command that reads imports it
+FOR_WRITERS = ("obstore", "subprocess", "tempfile", "getpass", "secrets", "limno.faults")
+#: ... and what only some reads use (pyarrow and numpy import these themselves: ``get``
+#: has them)
+FOR_SOME = ("logging", "socket", "pathlib", "urllib", "ssl", "concurrent", "traceback", "ctypes")
+#: the layers beside a pool's history and lookups: vacuum's protocol and leases,
+#: splits, job tracking, checks and maintenance, typed schemas, SQL
+POOL_EXTRAS = (
+    "limno.core.gc",
+    "limno.core.leases",
+    "limno.pools.records.splitting",
+    "limno.pools.records.checks",
+    "limno.pools.records.manage",
+    "limno.pools.jobs",
+    "limno.data.typed_schema",
+    "limno.engines.local",
+)
+#: the pool layer, the versioning core and the keys (decimal): ``ls`` lists the pools journal
+POOL_LAYER = ("limno.pools.records", "limno.core.versioning", "limno.core.commits", "decimal")
+#: the lake (``--help`` opens none)
+LAKE = ("limno.api", "limno.lake", "limno.journal", "limno.storage", "limno.pools.inspect")
+#: what reading a pool's history (``log``, ``ls POOL``) leaves out: no data object is read
+HISTORY_FORBIDDEN = (
+    *POOL_EXTRAS,
+    "limno.pools.records.compaction",
+    "limno.pools.records.snapshot_cache",
+    "limno.data.objects",
+)
 #: what a point lookup must not import: it reads Parquet with pyarrow, and needs neither
 #: SQL nor Spark, nor pyarrow.compute (40 ms to import: all of the lookup's budget)
-GET_FORBIDDEN = ("duckdb", "pandas", "pyspark", "pyarrow.compute")
+GET_FORBIDDEN = ("duckdb", "pandas", "pyspark", "pyarrow.compute", *FOR_WRITERS, *POOL_EXTRAS)
+
+
+def other_commands(*modules: str) -> tuple[str, ...]:
+    """The command modules of the CLI but ``modules`` (``_data`` for limno.cli._data)."""
+    return tuple({m for m in COMMAND_MODULES.values() if m.rsplit(".", 1)[1] not in modules})
 
 
 @pytest.fixture(scope="module")
@@ -71,29 +111,34 @@ def imported(lake: str, *args: str, home: Path) -> tuple[set[str], str]:
     return modules, proc.stdout
 
 
-def heavy(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
     """Those of ``packages`` that ``modules`` holds (the package or any of its submodules:
     a package imported by ``importlib.import_module`` has no line of its own)."""
     return [p for p in packages if any(m == p or m.startswith(p + ".") for m in modules)]
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "forbidden"),
     [
-        ("--help",),
-        ("ls",),
-        ("-f", "table", "ls"),
-        ("-f", "json", "ls", "logs"),
-        ("log", "-p", "logs"),
-        ("-f", "table", "log", "-p", "logs@dev", "-n", "1"),
+        (("--help",), (*LAKE, *POOL_LAYER, "hashlib")),
+        (("ls",), (*POOL_LAYER, *other_commands("_pools"))),
+        (("-f", "table", "ls"), (*POOL_LAYER, *other_commands("_pools"))),
+        (("-f", "json", "ls", "logs"), (*HISTORY_FORBIDDEN, *other_commands("_pools"))),
+        (("log", "-p", "logs"), (*HISTORY_FORBIDDEN, *other_commands("_data"))),
+        (
+            ("-f", "table", "log", "-p", "logs@dev", "-n", "1"),
+            (*HISTORY_FORBIDDEN, *other_commands("_data")),
+        ),
     ],
     ids=["help", "ls", "ls-table", "ls-pool-json", "log", "log-table"],
 )
-def test_journal_commands_import_no_heavy_library(
-    small_lake: str, tmp_path: Path, args: tuple[str, ...]
+def test_journal_commands_import_only_what_they_use(
+    small_lake: str, tmp_path: Path, args: tuple[str, ...], forbidden: tuple[str, ...]
 ) -> None:
+    """No heavy library, nothing only writers use, and no layer the command skips."""
     modules, out = imported(small_lake, *args, home=tmp_path)
-    assert heavy(modules, HEAVY) == []
+    assert loaded(modules, HEAVY) == []
+    assert loaded(modules, (*FOR_WRITERS, *FOR_SOME, *forbidden)) == []
     assert out.strip(), "the command printed nothing"
 
 
@@ -113,9 +158,22 @@ def test_listings_hold_what_the_meta_tables_hold(small_lake: str, tmp_path: Path
 
 def test_get_imports_only_what_a_lookup_needs(small_lake: str, tmp_path: Path) -> None:
     modules, out = imported(small_lake, "get", "-p", "logs", "3", home=tmp_path)
-    assert heavy(modules, GET_FORBIDDEN) == []
+    assert loaded(modules, (*GET_FORBIDDEN, *other_commands("_data"))) == []
     assert "limno.data.scan" in modules  # it did read data
     assert out.splitlines() == ['{"ts": 3, "msg": "m3"}', '{"ts": 3, "msg": "m3"}']
+
+
+def test_every_command_is_in_the_module_the_group_loads_for_it() -> None:
+    """Each command module's ``COMMANDS`` are the names :data:`COMMAND_MODULES` sends to
+    it: a command cannot be left out of the CLI (nor of ``--help``) by a stale map."""
+    by_module: dict[str, set[str]] = {}
+    for name, module in COMMAND_MODULES.items():
+        by_module.setdefault(module, set()).add(name)
+    for module, names in by_module.items():
+        assert {c.name for c in importlib.import_module(module).COMMANDS} == names, module
+    listed = ok("--help").text.split("Commands:", 1)[1]
+    for name in ("init", "verify", *COMMAND_MODULES):
+        assert f"\n  {name} " in listed, name
 
 
 def test_a_lazy_module_is_imported_at_its_first_read(

@@ -22,21 +22,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from limno.config import lake_location
-from limno.core.commits import Commit
-from limno.core.hooks import HookSpec
-from limno.core.versioning import DiffEntry, MergeResult
-from limno.data.objects import DataObject
-from limno.data.typed_schema import TypedSchema
 from limno.errors import InvalidInputError, NotFoundError
-from limno.faults import Fault
-from limno.pools.branching import BranchView, transaction
-from limno.pools.registry import PoolConfig
-from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport
+from limno.pools.vacuum import DEFAULT_GRACE
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from limno.core.commits import Commit
+    from limno.core.hooks import HookSpec
+    from limno.core.versioning import DiffEntry, MergeResult
+    from limno.data.objects import DataObject
+    from limno.data.typed_schema import TypedSchema
+    from limno.faults import Fault
+    from limno.pools.branching import BranchView
     from limno.pools.records.compaction import JobResult
+    from limno.pools.registry import PoolConfig
+    from limno.pools.vacuum import Retention, VacuumReport
 
 __all__ = ["DEFAULT_TARGET_SIZE", "Engine", "Lake", "Pool", "Source", "register"]
 
@@ -266,6 +267,8 @@ class Pool(ABC):
         strategy: str = "fail",
     ) -> Iterator[BranchView]:
         """Write to a throw-away branch merged into ``branch`` atomically on success."""
+        from limno.pools.branching import transaction
+
         with transaction(self, branch, message, author, strategy) as view:
             yield view
 

@@ -1,7 +1,8 @@
 """The lake interface in this process: a local or S3 lake, the engines beside it.
 
 :class:`LocalLake` is :class:`limno.lake.Lake` (pools, registry, verify, manage)
-plus what needs an engine — SQL on DuckDB or Spark; :class:`LocalPool` is
+plus what needs an engine — SQL on DuckDB or Spark; its pools,
+:class:`~limno.api.local_pool.LocalPool`, are
 :class:`~limno.pools.records.pool.RecordPool` plus loads and compactions that
 may run on Spark. Everything else they inherit, so the in-process objects are the
 pool layer's own: scripts and tests reach every lower-level method too, while the
@@ -11,88 +12,32 @@ CLI and the server see only :mod:`limno.api.base`.
 from __future__ import annotations
 
 import datetime as dt
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from limno.api.base import Engine, Lake, Pool, Source, register
-from limno.core.commits import Commit
-from limno.data.typed_schema import TypedSchema
+from limno.api.base import Engine, Lake, register
 from limno.engines.choice import use_spark
 from limno.lake import Lake as InProcessLake
 from limno.lazy import lazy_module
-from limno.pools.records.compaction import JobResult, Runner, local_runner
-from limno.pools.records.pool import RecordPool
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from limno.api.local_pool import LocalPool
+    from limno.data.typed_schema import TypedSchema
     from limno.engines import local as local_engine
 else:
     local_engine = lazy_module("limno.engines.local")  # DuckDB: only for SQL
 
-__all__ = ["LocalLake", "LocalPool"]
-
-
-class LocalPool(RecordPool, Pool):
-    """A pool of a lake in this process."""
-
-    def load(
-        self,
-        sources: Iterable[Source],
-        fmt: str | None = None,
-        branch: str = "main",
-        message: str = "",
-        author: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        *,
-        engine: Engine = "local",
-        spark_master: str | None = None,
-        spark_conf: Mapping[str, str] | None = None,
-    ) -> Commit:
-        """Write ``sources`` and commit them, here or (files only) on Spark."""
-        sources = list(sources)
-        files = [s for s in sources if isinstance(s, str)]
-        size = sum(os.path.getsize(f) for f in files if f != "-" and os.path.isfile(f))
-        spark = use_spark(engine, size) and len(files) == len(sources)
-        if spark and not (engine == "auto" and "-" in files):
-            from limno.engines import spark as spark_engine  # PySpark loads only when used
-
-            return spark_engine.load(
-                self,
-                files,
-                fmt,
-                branch,
-                message,
-                author,
-                meta,
-                spark=spark_engine.session(spark_master, dict(spark_conf or {})),
-            )
-        return super().load(sources, fmt, branch, message, author, meta)
-
-    def compact(
-        self,
-        ids: Sequence[str] = (),
-        branch: str = "main",
-        strategy: str | None = None,
-        message: str = "",
-        author: str | None = None,
-        runner: Runner = local_runner,
-        *,
-        engine: Engine = "local",
-    ) -> tuple[Commit | None, list[JobResult]]:
-        """Compact here, or with each job's merge as a Spark task (``engine="spark"``)."""
-        if engine == "spark":
-            from limno.engines import spark as spark_engine  # PySpark loads only when used
-
-            runner = spark_engine.compaction_runner
-        return super().compact(ids, branch, strategy, message, author, runner)
+__all__ = ["LocalLake"]
 
 
 class LocalLake(InProcessLake, Lake):
     """A lake in this process: a local directory, ``memory://`` or ``s3://``."""
 
     def pool(self, name: str) -> LocalPool:
+        from limno.api.local_pool import LocalPool  # the pool layer: not for 'limno ls'
+
         return LocalPool(self.storage, self.registry.find(name), self.registry)
 
     def create_pool(
@@ -108,6 +53,8 @@ class LocalLake(InProcessLake, Lake):
         compaction: Mapping[str, Any] | None = None,
         retention: Mapping[str, dt.timedelta] | None = None,
     ) -> LocalPool:
+        from limno.api.local_pool import LocalPool
+
         created = super().create_pool(
             name,
             key,

@@ -12,16 +12,24 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from limno.api import Lake
 from limno.cli._output import FORMATS, default_format
 from limno.cli._state import working_ref
-from limno.core.refs import parse_pool_ref
 from limno.errors import InvalidInputError, LimnoError
+from limno.lazy import lazy_module
 from limno.units import parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from limno import api
+    from limno.api import Lake
+    from limno.core import refs
+else:
+    # the lake, opened on demand: ``--help`` and usage errors never load it
+    api = lazy_module("limno.api")
+    refs = lazy_module("limno.core.refs")
 
 __all__ = [
     "DURATION",
@@ -48,7 +56,7 @@ class Context:
 
     def lake(self) -> Lake:
         if self._lake is None:
-            self._lake = Lake.open(self.location)
+            self._lake = api.Lake.open(self.location)
         return self._lake
 
     def format(self, local: str | None = None) -> str:
@@ -59,7 +67,7 @@ class Context:
         text = ref or working_ref(self.lake().uri)
         if not text:
             raise InvalidInputError("no pool given: pass -p POOL[@REF] or run 'limno use POOL'")
-        return parse_pool_ref(text)
+        return refs.parse_pool_ref(text)
 
     def branch_ref(self, ref: str | None) -> tuple[str, str]:
         """``(pool, branch)`` for commands that write (default branch ``main``)."""

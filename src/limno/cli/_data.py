@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from limno.api import Engine
 from limno.cli._context import (
     DURATION,
     TIME,
@@ -23,16 +22,19 @@ from limno.cli._context import (
     pool_option,
 )
 from limno.cli._output import write_rows, write_tables
-from limno.core.commits import Commit
-from limno.data.objects import DataObject
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
-from limno.pools.inspect import commits_rows, objects_table
 
 if TYPE_CHECKING:
-    from limno.data import sql_safety
+    from limno.api import Engine
+    from limno.core.commits import Commit
+    from limno.data import objects, sql_safety
+    from limno.data.objects import DataObject
+    from limno.pools import inspect
 else:
+    objects = lazy_module("limno.data.objects")
     sql_safety = lazy_module("limno.data.sql_safety")  # DuckDB: only for SQL
+    inspect = lazy_module("limno.pools.inspect")
 
 __all__ = ["COMMANDS"]
 
@@ -84,7 +86,7 @@ def load(
         spark_master=spark_master,
         spark_conf=dict(spark_conf),
     )
-    objs = [DataObject.from_json(a.value) for a in commit.actions]
+    objs = [objects.DataObject.from_json(a.value) for a in commit.actions]
     _done(commit, f"committed {_summary(objs)} to {pool.name}@{branch}")
 
 
@@ -122,7 +124,7 @@ def commit(
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
     made = pool.commit(list(ids) or None, branch, message, author, dict(meta))
-    objs = [DataObject.from_json(a.value) for a in made.actions]
+    objs = [objects.DataObject.from_json(a.value) for a in made.actions]
     _done(made, f"committed {_summary(objs)} to {pool.name}@{branch}")
 
 
@@ -139,7 +141,7 @@ def stage(obj: Context, ref: str | None, fmt: str | None, drop_ids: Sequence[str
         pool.unstage(list(drop_ids), branch)
         click.echo(f"unstaged {len(drop_ids)} object(s) on {pool.name}@{branch}", err=True)
         return
-    write_tables([objects_table(pool.staged(branch))], obj.format(fmt))
+    write_tables([inspect.objects_table(pool.staged(branch))], obj.format(fmt))
 
 
 @click.command()
@@ -174,7 +176,7 @@ def log(
                 )
             click.echo("")
         return
-    write_rows(commits_rows(commits), fmt)
+    write_rows(inspect.commits_rows(commits), fmt)
 
 
 @click.command()

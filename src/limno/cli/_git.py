@@ -16,22 +16,25 @@ from limno.cli._output import write_tables
 from limno.cli._state import working_ref
 from limno.core.hooks import EVENTS, HookSpec
 from limno.core.merge import STRATEGIES
-from limno.core.refs import parse_pool_ref
 from limno.errors import InvalidInputError, NotFoundError
 from limno.lazy import lazy_module
-from limno.pools.inspect import diff_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from limno.core import refs
+    from limno.pools import inspect
 else:
     pa = lazy_module("pyarrow")
+    refs = lazy_module("limno.core.refs")
+    inspect = lazy_module("limno.pools.inspect")
 
 __all__ = ["COMMANDS"]
 
 
 def _working(obj: Context, ref: str | None) -> tuple[str | None, str | None]:
     text = ref or working_ref(obj.lake().uri)
-    return parse_pool_ref(text) if text else (None, None)
+    return refs.parse_pool_ref(text) if text else (None, None)
 
 
 def _working_branch(obj: Context, ref: str | None, pool: str) -> str | None:
@@ -57,7 +60,7 @@ def _ref_arg(obj: Context, ref: str | None, text: str) -> tuple[str, str]:
     """``(pool, ref)`` of a REF argument (see the module docstring)."""
     pool, _ = _working(obj, ref)
     if "@" in text:
-        named, at = parse_pool_ref(text)
+        named, at = refs.parse_pool_ref(text)
         if (
             pool is not None
             and ref is not None
@@ -179,7 +182,7 @@ def diff(
         old = _working_branch(obj, ref, pool_name) or "main"
     pool = obj.lake().pool(pool_name)
     entries = pool.diff(old, new, three_dot=three_dot)
-    write_tables([diff_table(entries)], obj.format(fmt))
+    write_tables([inspect.diff_table(entries)], obj.format(fmt))
     counts = {c: sum(e.change == c for e in entries) for c in ("added", "removed", "changed")}
     dots = "..." if three_dot else ".."
     click.echo(

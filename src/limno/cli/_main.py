@@ -9,30 +9,63 @@ traceback: see :func:`main`.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import sys
-import traceback
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from limno.api import Lake
-from limno.cli import _data, _git, _maintenance, _pools
 from limno.cli._context import Context
 from limno.cli._output import FORMATS
-from limno.cli._spark import spark as spark_commands
 from limno.config import lake_location
 from limno.errors import LimnoError, os_reason
+from limno.lazy import lazy_module
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
-__all__ = ["cli", "main"]
+    from limno import api
+else:
+    api = lazy_module("limno.api")  # not for --help and usage errors
+
+__all__ = ["COMMAND_MODULES", "cli", "main"]
+
+#: the modules that define the commands (each lists them in its ``COMMANDS``), by command
+#: name: a module is imported when one of its commands runs, so that a command builds no
+#: other command's options (``--help`` imports them all)
+COMMAND_MODULES = {
+    name: f"limno.cli.{module}"
+    for module, names in (
+        ("_pools", "create ls drop rename use"),
+        ("_data", "load add commit stage log scan get query delete revert vacuum"),
+        ("_git", "branch tag merge diff cherry-pick reset hook"),
+        ("_maintenance", "compact split manage status"),
+        ("_spark", "spark"),
+    )
+    for name in names.split()
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group: commands from :data:`COMMAND_MODULES` load when looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            # an unknown name loads them all: click suggests the close ones it holds
+            known = COMMAND_MODULES.get(cmd_name)
+            for module in [known] if known else sorted(set(COMMAND_MODULES.values())):
+                for command in importlib.import_module(module).COMMANDS:
+                    self.add_command(command)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--lake",
     "lake",
@@ -60,7 +93,7 @@ def cli(ctx: click.Context, lake: str | None, fmt: str | None) -> None:
 @click.pass_obj
 def init(obj: Context) -> None:
     """Create a lake at the lake location."""
-    lake = Lake.init(obj.location)
+    lake = api.Lake.init(obj.location)
     click.echo(f"initialized lake at {lake.uri}")
 
 
@@ -81,12 +114,6 @@ def verify(obj: Context, pool: str | None, deep: bool) -> None:
     if faults:
         raise LimnoError(f"{len(faults)} fault(s) in lake {lake.uri}")
     click.echo(f"ok: lake {lake.uri} verified")
-
-
-for _module in (_pools, _data, _git, _maintenance):
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
-cli.add_command(spark_commands)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -129,6 +156,8 @@ def _run(argv: list[str] | None) -> None:
 
 def _fail(err: BaseException, message: str) -> NoReturn:
     if os.environ.get("LIMNO_DEBUG"):
+        import traceback
+
         traceback.print_exception(err)
     click.echo(f"error: {message}", err=True)
     sys.exit(1)
@@ -217,6 +246,8 @@ def _raised_by_cli(err: BaseException) -> bool:
     errno-carrying OSError raised from the command layer itself came from writing
     the command's output (stdout).
     """
+    import traceback  # only a failed write gets here
+
     innermost = ""
     for frame, _ in traceback.walk_tb(err.__traceback__):
         module = frame.f_globals.get("__name__", "")

@@ -5,14 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from limno.api import Engine
 from limno.cli._context import DURATION, Context, format_option, pool_option
 from limno.cli._output import to_json, write_tables
 from limno.errors import InvalidInputError
 from limno.pools.settings import COMPACTION_STRATEGIES
+
+if TYPE_CHECKING:
+    from limno.api import Engine
 
 __all__ = ["COMMANDS"]
 

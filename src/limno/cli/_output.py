@@ -8,9 +8,7 @@ are printed as text or JSON without loading Arrow.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import decimal
 import io
 import json
 import sys
@@ -21,6 +19,8 @@ from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
 if TYPE_CHECKING:
+    import base64
+
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.ipc as ipc
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from limno.data import schema as unification
     from limno.pools.inspect import Rows
 else:
+    base64 = lazy_module("base64")  # bytes in results, never in the listings of ls and log
     pa = lazy_module("pyarrow")
     pacsv = lazy_module("pyarrow.csv")
     ipc = lazy_module("pyarrow.ipc")
@@ -52,11 +53,9 @@ def _json_default(v: Any) -> Any:
         return v.isoformat()
     if isinstance(v, dt.timedelta):
         return v.total_seconds()
-    if isinstance(v, decimal.Decimal):
-        return str(v)
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
-    return str(v)
+    return str(v)  # decimals too
 
 
 def to_json(v: Any) -> str:

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from limno.cli._context import SIZE, Context, format_option
 from limno.cli._output import write_rows
 from limno.cli._state import set_working_ref, working_ref
-from limno.data.typed_schema import TypedSchema
 from limno.errors import InvalidInputError, NotFoundError
-from limno.pools.inspect import branches_rows, pools_rows
+from limno.lazy import lazy_module
 from limno.units import parse_duration
+
+if TYPE_CHECKING:
+    from limno.data import typed_schema
+    from limno.pools import inspect
+else:
+    typed_schema = lazy_module("limno.data.typed_schema")
+    inspect = lazy_module("limno.pools.inspect")
 
 __all__ = ["COMMANDS"]
 
@@ -67,7 +74,7 @@ def create(
         if not sep or not glob:
             raise InvalidInputError(f"--retention expects BRANCH_GLOB=DURATION, not {rule!r}")
         windows[glob] = parse_duration(span)
-    schema = TypedSchema.from_file(schema_file) if schema_file else None
+    schema = typed_schema.TypedSchema.from_file(schema_file) if schema_file else None
     created = obj.lake().create_pool(
         pool,
         key=key,
@@ -108,10 +115,10 @@ def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
     """List pools; or a pool's branches and tags."""
     lake = obj.lake()
     if pool is None:
-        listing = pools_rows(lake.list_pools())
+        listing = inspect.pools_rows(lake.list_pools())
     else:
         found = lake.pool(pool)
-        listing = branches_rows(found.branches(), found.tags())
+        listing = inspect.branches_rows(found.branches(), found.tags())
     write_rows(listing, obj.format(fmt))
 
 

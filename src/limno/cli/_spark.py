@@ -14,7 +14,7 @@ import click
 
 from limno.cli._context import KEY_VALUE
 
-__all__ = ["spark"]
+__all__ = ["COMMANDS", "spark"]
 
 
 @click.group()
@@ -97,3 +97,6 @@ def stop(timeout: float | None) -> None:
         click.echo("no Spark Connect server was running", err=True)
         return
     click.echo(f"stopped the Spark Connect server (pid {server.pid})", err=True)
+
+
+COMMANDS = [spark]

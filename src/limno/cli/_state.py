@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
 
 __all__ = ["set_working_ref", "working_ref"]
@@ -34,6 +33,8 @@ def working_ref(lake_uri: str) -> str | None:
 
 
 def set_working_ref(lake_uri: str, ref: str) -> None:
+    import tempfile  # 'limno use' only
+
     doc = _load()
     doc.setdefault("use", {})[lake_uri] = ref
     path = _path()

@@ -23,11 +23,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from limno.errors import CorruptError, NotFoundError
-from limno.faults import Fault
 from limno.storage import Storage
+
+if TYPE_CHECKING:
+    from limno.faults import Fault
 
 __all__ = ["EMPTY", "RangeRef", "Snapshots"]
 
@@ -294,6 +296,8 @@ class Snapshots:
         Ranges in ``verified`` were checked already (ranges are shared between
         snapshots); ranges that pass every check are added to it.
         """
+        from limno.faults import Fault  # verify only: reads never load it
+
         try:
             refs = self.ranges(snapshot)
         except (NotFoundError, CorruptError) as e:

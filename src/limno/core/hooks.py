@@ -24,9 +24,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import json
-import logging
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +35,6 @@ __all__ = ["EVENTS", "HookSpec", "Hooks", "validate_hook"]
 
 EVENTS = ("pre-commit", "post-commit", "pre-merge", "post-merge")
 HOOK_TIMEOUT = 300.0
-
-log = logging.getLogger("limno.hooks")
 
 HookFn = Callable[[dict[str, Any]], None]
 
@@ -117,11 +113,11 @@ class Hooks:
             except HookVetoError:
                 if pre:
                     raise
-                log.warning("%s hook %r failed", event, name)
+                _warn("%s hook %r failed", event, name)
             except Exception as e:  # noqa: BLE001 - a hook's own failure is its veto
                 if pre:
                     raise HookVetoError(f"{event} hook {name!r} vetoed: {e}") from e
-                log.warning("%s hook %r failed: %s", event, name, e)
+                _warn("%s hook %r failed: %s", event, name, e)
 
     def _runners(self, event: str, branch: str) -> list[tuple[str, HookFn]]:
         out: list[tuple[str, HookFn]] = []
@@ -130,6 +126,14 @@ class Hooks:
                 out.append((spec.name, _runner(spec)))
         out.extend((name, fn) for ev, name, fn in self._callables if ev == event)
         return out
+
+
+def _warn(message: str, *args: object) -> None:
+    """Log a post hook's failure to logger ``limno.hooks`` (logging, a few milliseconds to
+    import, loads only when a hook fails)."""
+    import logging
+
+    logging.getLogger("limno.hooks").warning(message, *args, stacklevel=2)
 
 
 def _runner(spec: HookSpec) -> HookFn:
@@ -144,6 +148,8 @@ def _runner(spec: HookSpec) -> HookFn:
     command = spec.run or ""
 
     def shell(data: dict[str, Any]) -> None:
+        import subprocess  # only a pool with shell hooks runs processes
+
         env = dict(os.environ)
         for k, v in data.items():
             if isinstance(v, str | int | float):

@@ -30,7 +30,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -82,6 +81,8 @@ _lasting: dict[int, dict[str, Any]] = {}
 
 def process_identity() -> dict[str, Any]:
     """What identifies this process to another process on the same machine."""
+    import socket  # writers and vacuum only
+
     pid = os.getpid()
     lasting = _lasting.get(pid)
     if lasting is None:

@@ -25,10 +25,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from limno.core.commits import CommitStore
 from limno.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from limno.core.commits import CommitStore
 
 __all__ = ["STRATEGIES", "MergePlan", "merge_base", "plan_merge"]
 

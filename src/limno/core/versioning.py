@@ -17,18 +17,16 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import getpass
 import json
 import os
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from limno.core.commits import Action, Commit, CommitStore, now_iso
 from limno.core.committed import EMPTY, Snapshots
-from limno.core.gc import Gc
 from limno.core.hooks import Hooks
-from limno.core.merge import merge_base, plan_merge
 from limno.core.refs import RefStore, Resolved
 from limno.errors import (
     ConflictError,
@@ -42,7 +40,15 @@ from limno.errors import (
 from limno.journal import Put, Requirement, StoreState
 from limno.journal._journal import backoff
 from limno.ksuid import ksuid
+from limno.lazy import lazy_module
 from limno.storage import Storage
+
+if TYPE_CHECKING:
+    from limno.core import merge
+    from limno.core.gc import Gc
+else:
+    # writing alongside vacuum and merging: commands that only read never load them
+    merge = lazy_module("limno.core.merge")
 
 __all__ = ["DiffEntry", "MergeResult", "Versioned", "default_author"]
 
@@ -56,6 +62,8 @@ _USER_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
 def default_author() -> str:
     """Who runs this process, as getpass.getuser() says; the user database (a file read)
     is asked once."""
+    import getpass  # writers only
+
     if any(os.environ.get(name) for name in _USER_VARIABLES):
         return getpass.getuser()
     return _account_name()
@@ -63,6 +71,8 @@ def default_author() -> str:
 
 @functools.cache
 def _account_name() -> str:
+    import getpass
+
     try:
         return getpass.getuser()
     except Exception:  # noqa: BLE001 - no user database (containers): fall back
@@ -100,7 +110,20 @@ class Versioned:
         self.commits = CommitStore(storage, pool_id)
         self.refs = RefStore(storage, pool_id, self.commits)
         self.snapshots = Snapshots(storage, pool_id)
-        self.gc = Gc(storage, pool_id, self.refs.journal)
+        self._gc: Gc | None = None
+        self._gc_lock = threading.Lock()
+
+    @property
+    def gc(self) -> Gc:
+        """The pool's side of the protocol with vacuum, made (once, whichever thread asks
+        first) when a write or vacuum first needs it: reads never do, and importing it
+        with leases costs a command that only reads several milliseconds."""
+        with self._gc_lock:
+            if self._gc is None:
+                from limno.core.gc import Gc
+
+                self._gc = Gc(self.storage, self.pool_id, self.refs.journal)
+            return self._gc
 
     # -- creation ------------------------------------------------------------
     def initialize(self, author: str | None = None) -> Commit:
@@ -349,7 +372,7 @@ class Versioned:
         return out
 
     def merge_base(self, a: str, b: str) -> str | None:
-        return merge_base(self.commits, a, b)
+        return merge.merge_base(self.commits, a, b)
 
     def _side(self, base: str, commit: Commit) -> dict[str, tuple[Any, Any]]:
         return {k: (va, vb) for k, va, vb in self.snapshots.diff(base, commit.snapshot)}
@@ -371,7 +394,7 @@ class Versioned:
         ``(into's head, source)`` whose actions are the changes to ``into``. The
         strategy is recorded in the commit's meta. Retries if ``into`` moves.
         """
-        plan_merge({}, {}, strategy)  # validates the strategy before any work
+        merge.plan_merge({}, {}, strategy)  # validates the strategy before any work
         ticket = self.gc.ticket()
         resolved = self.resolve(source)
         src = resolved.commit
@@ -427,7 +450,7 @@ class Versioned:
         dest = self.commits.get(head)
         s_side = self._side(base_snap, self.commits.get(src))
         d_side = self._side(base_snap, dest)
-        plan = plan_merge(s_side, d_side, strategy)
+        plan = merge.plan_merge(s_side, d_side, strategy)
         if plan.conflicts:
             raise ConflictError(
                 f"merge of {source} into {into}: {len(plan.conflicts)} conflicting"
@@ -487,7 +510,7 @@ class Versioned:
         head = self.head(branch)
         s_side = self._side(base, picked)
         d_side = self._side(base, self.commits.get(head))
-        plan = plan_merge(s_side, d_side, strategy)
+        plan = merge.plan_merge(s_side, d_side, strategy)
         if plan.conflicts:
             raise ConflictError(
                 f"cherry-pick of {picked.id} onto {branch}: conflicting entries:"

@@ -47,7 +47,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from limno.data.keys import PoolKey
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 from limno.units import parse_duration
@@ -58,6 +57,7 @@ if TYPE_CHECKING:
     import pyarrow.types as pt
 
     from limno.data import kway
+    from limno.data.keys import PoolKey
 else:
     pa = lazy_module("pyarrow")
     pc = lazy_module("pyarrow.compute")

@@ -20,13 +20,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import random
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from limno.errors import AlreadyExistsError, CorruptError, LimnoError, NotFoundError
-from limno.faults import Fault
+from limno.lazy import lazy_module
 from limno.storage import Storage
+
+if TYPE_CHECKING:
+    import random
+
+    from limno.faults import Fault
+else:
+    random = lazy_module("random")  # for writers that lost a race (backoff) only
 
 __all__ = ["Journal", "backoff", "decode_frame", "encode_frame"]
 
@@ -204,6 +211,8 @@ class Journal:
     # -- checking ------------------------------------------------------------
     def verify(self) -> Iterator[Fault]:
         """Check every invariant of the journal, yielding each fault found."""
+        from limno.faults import Fault  # verify only: reads never load it
+
         try:
             tail = self.tail()
         except (NotFoundError, CorruptError) as e:

@@ -19,12 +19,14 @@ import datetime as dt
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from limno.errors import CorruptError, LimnoError, NotFoundError, PreconditionFailedError
-from limno.faults import Fault
 from limno.journal._journal import Journal, backoff
 from limno.storage import Storage
+
+if TYPE_CHECKING:
+    from limno.faults import Fault
 
 __all__ = [
     "AssertAbsent",
@@ -172,6 +174,10 @@ class JournalStore:
         if self._state is not None and self._state.n <= head:
             return self._state
         every = self.snapshot_every
+        if head < every and self.journal.tail() == 1:
+            # no snapshot is taken before entry ``every``: the fold starts at the first
+            # entry, without listing ``snap/`` (every read of a young journal did)
+            return StoreState(0, {})
         candidates = [head - head % every - i * every for i in range(3)]
         for n in candidates:
             if n < self.journal.tail():
@@ -274,6 +280,8 @@ class JournalStore:
     # -- checking ------------------------------------------------------------
     def verify(self) -> Iterator[Fault]:
         """Journal faults, entries that do not decode, and snapshots that disagree."""
+        from limno.faults import Fault  # verify only: reads never load it
+
         faults = list(self.journal.verify())
         yield from faults
         if faults:

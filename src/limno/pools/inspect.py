@@ -15,23 +15,31 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from limno.core.commits import Commit
-from limno.core.versioning import DiffEntry
-from limno.data.keys import encode_key
-from limno.data.objects import DataObject
 from limno.errors import NotFoundError
 from limno.lazy import lazy_module
-from limno.pools.jobs import JobRecord, JobTracker
-from limno.pools.records.partitions import PartitionTree
-from limno.pools.records.splitting import leaf_rows
-from limno.pools.registry import PoolConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from limno.core.commits import Commit
+    from limno.core.versioning import DiffEntry
+    from limno.data import keys
+    from limno.data import objects as data_objects
+    from limno.data.objects import DataObject
+    from limno.pools import jobs
+    from limno.pools.jobs import JobRecord
+    from limno.pools.records import splitting
+    from limno.pools.records.partitions import PartitionTree
     from limno.pools.records.pool import RecordPool
+    from limno.pools.registry import PoolConfig
 else:
     pa = lazy_module("pyarrow")
+    # what the tables of objects, partitions and jobs need: the listings of ls and log
+    # (Python rows of configs and commits) import none of it
+    keys = lazy_module("limno.data.keys")
+    data_objects = lazy_module("limno.data.objects")
+    jobs = lazy_module("limno.pools.jobs")
+    splitting = lazy_module("limno.pools.records.splitting")
 
 __all__ = [
     "POOL_TABLES",
@@ -77,7 +85,7 @@ class Rows:
 
 def key_text(key: Sequence[Any] | None) -> str | None:
     """A key as JSON text: ``[1]``, ``["eu", 3]`` (None for no key)."""
-    return None if key is None else json.dumps(encode_key(key), ensure_ascii=False)
+    return None if key is None else json.dumps(keys.encode_key(key), ensure_ascii=False)
 
 
 def _strings(n: int) -> Callable[[], list[pa.DataType]]:
@@ -156,7 +164,10 @@ def commits_table(commits: Sequence[Commit]) -> pa.Table:
 
 def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
     """``limno diff``: one row per changed object (change, id, rows, size, keys)."""
-    objs = [DataObject.from_json(e.new if e.new is not None else e.old or {}) for e in entries]
+    objs = [
+        data_objects.DataObject.from_json(e.new if e.new is not None else e.old or {})
+        for e in entries
+    ]
     return pa.table(
         {
             "change": pa.array([e.change for e in entries], pa.string()),
@@ -186,7 +197,7 @@ def branches_table(branches: Mapping[str, str], tags: Mapping[str, str]) -> pa.T
 def partitions_table(pool: RecordPool, ref: str | None = None) -> pa.Table:
     """``"pool:partitions"``: id, parent, range, leaf, depth, estimated rows, objects."""
     objects, tree = pool.snapshot(ref)
-    rows = leaf_rows(pool, tree, objects)
+    rows = splitting.leaf_rows(pool, tree, objects)
     counts: dict[str, int] = {}
     for o in objects:
         for leaf in tree.leaves_of(o):
@@ -275,7 +286,7 @@ def ingest_table(pool: RecordPool, ref: str | None, limit: int) -> pa.Table:
 def status_tables(pool: RecordPool, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
     """The reports of ``limno status`` (Sleeper's): partitions, files, compaction jobs,
     other jobs, ingest jobs."""
-    records = JobTracker(pool.storage, pool.id).jobs()
+    records = jobs.JobTracker(pool.storage, pool.id).jobs()
     objs, tree = pool.snapshot(ref)
     return {
         "partitions": partitions_table(pool, ref),

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from limno.core.commits import now_iso
 from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from limno.journal import AssertEquals, JournalStore, Put, Remove, StoreState
 from limno.ksuid import ksuid
@@ -97,6 +96,8 @@ class PoolRegistry:
         raise NotFoundError(f"pool {name_or_id!r} not found")
 
     def new_config(self, name: str, **kwargs: Any) -> PoolConfig:
+        from limno.core.commits import now_iso  # the commit layer: not for listing pools
+
         validate_pool_name(name)
         kind = kwargs.get("kind", "records")
         if kind not in KINDS:

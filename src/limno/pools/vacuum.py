@@ -30,14 +30,16 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from limno.core.gc import expired_path
-from limno.core.leases import LeaseInfo
-from limno.core.versioning import Versioned
 from limno.errors import ConflictError, CorruptError, NotFoundError
-from limno.storage._base import ObjectInfo
 
-__all__ = ["DEFAULT_GRACE", "VacuumReport", "expired_path", "vacuum"]
+if TYPE_CHECKING:
+    from limno.core.leases import LeaseInfo
+    from limno.core.versioning import Versioned
+    from limno.storage._base import ObjectInfo
+
+__all__ = ["DEFAULT_GRACE", "VacuumReport", "vacuum"]
 
 DEFAULT_GRACE = dt.timedelta(minutes=15)
 #: a run checks that it is still registered at least this often (seconds) while deleting
@@ -163,6 +165,8 @@ def vacuum(
     object and its sidecars (``<key>.sketch``...) are counted and removed together,
     the object itself last, once the youngest of them is past the grace period.
     """
+    from limno.core.gc import expired_path  # loaded with the pool's Gc (v.gc) below
+
     report = VacuumReport(dry_run=dry_run)
     now = now or dt.datetime.now(dt.UTC)
     gc = v.gc

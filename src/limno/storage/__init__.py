@@ -10,7 +10,6 @@ With ``LIMNO_FAULTS`` set, every store is wrapped in the fault-injection layer
 from __future__ import annotations
 
 import os
-from urllib.parse import unquote, urlparse
 
 from limno.errors import InvalidInputError
 from limno.storage._base import ListResult, ObjectInfo, Storage
@@ -36,6 +35,8 @@ def _open(uri: str, create: bool) -> Storage:
         from limno.storage._obstore import local_storage
 
         return local_storage(uri, create)
+    from urllib.parse import unquote, urlparse  # a plain path (the usual lake) needs neither
+
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme == "file":

@@ -10,24 +10,16 @@ This module only maps its errors to limno's and normalizes small differences
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime as dt
 import errno
 import functools
 import os
 import re
-import secrets
 import stat
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlparse
-
-import obstore
-from obstore import exceptions as oe
-from obstore.store import LocalStore, MemoryStore, S3Store
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from limno.errors import (
     AlreadyExistsError,
@@ -40,7 +32,17 @@ from limno.errors import (
     os_reason,
     storage_error,
 )
+from limno.lazy import lazy_module
 from limno.storage._base import ListResult, ObjectInfo, Storage
+
+if TYPE_CHECKING:
+    import obstore
+    from obstore import exceptions as oe
+else:
+    # a local lake's reads and small writes are plain system calls (see
+    # ObStorage._plain_file): commands that only read journals never load obstore
+    obstore = lazy_module("obstore")
+    oe = lazy_module("obstore.exceptions")
 
 __all__ = ["ObStorage", "local_storage", "memory_storage", "s3_storage"]
 
@@ -111,7 +113,12 @@ def _info(meta: Any) -> ObjectInfo:
 
 
 class ObStorage(Storage):
-    """A :class:`Storage` over any obstore store."""
+    """A :class:`Storage` over any obstore store.
+
+    ``store`` may be None for a local directory (``root``): its store is then made at
+    its first use, since reads and small writes of a local lake are plain system calls
+    (see :meth:`_plain_file`) and commands that only read journals never load obstore.
+    """
 
     def __init__(
         self,
@@ -120,10 +127,18 @@ class ObStorage(Storage):
         root: str | None = None,
         arrow: Callable[[], tuple[Any, str]] | None = None,
     ) -> None:
-        self._store = store
+        self._made_store = store
         self.uri = uri
         self._root = root
         self._arrow = functools.cache(arrow) if arrow is not None else None
+
+    @property
+    def _store(self) -> Any:
+        if self._made_store is None:
+            from obstore.store import LocalStore
+
+            self._made_store = LocalStore(self._root)
+        return self._made_store
 
     def _check(self, path: str) -> str:
         if not path or path.startswith("/") or "//" in path or path.endswith("/"):
@@ -239,6 +254,8 @@ class ObStorage(Storage):
         return self.head(path)
 
     def put_file(self, path: str, local_file: str) -> ObjectInfo:
+        from pathlib import Path  # what obstore takes for a file to upload
+
         self._check(path)
         _call(
             path,
@@ -399,6 +416,8 @@ def _exchange(a: str, b: str) -> bool | None:
     True when swapped, False when ``b`` does not exist, None when the system or the
     filesystem cannot do it.
     """
+    import ctypes  # the first call pays for it: only writes that replace a file get here
+
     global _renameat2
     if _renameat2 is None:
         _renameat2 = False
@@ -426,6 +445,8 @@ def _exchange(a: str, b: str) -> bool | None:
 
 def _create_staging(local: str) -> tuple[int, str]:
     """Create a new file ``<local>#<12 digits>`` exclusively; its descriptor and name."""
+    import secrets  # writes only
+
     while True:
         tmp = f"{local}#{secrets.randbelow(10**12):012d}"
         try:
@@ -509,7 +530,21 @@ def local_storage(root: str, create: bool = False) -> ObStorage:
             os.makedirs(root, exist_ok=True)
     elif not os.path.isdir(root):
         raise NotFoundError(f"no such directory: {root}")
-    return ObStorage(LocalStore(root), Path(root).as_uri(), root=root)
+    return ObStorage(None, _file_uri(root), root=root)
+
+
+#: an absolute POSIX path whose ``file://`` URI is itself: nothing to percent-encode
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9_.~/-]*")
+
+
+def _file_uri(root: str) -> str:
+    """``Path(root).as_uri()`` for an absolute, normalized ``root``; without importing
+    pathlib (and urllib) when nothing in the path needs quoting, the usual case."""
+    if os.sep == "/" and _PLAIN_PATH.fullmatch(root):
+        return f"file://{root}"
+    from pathlib import Path
+
+    return Path(root).as_uri()
 
 
 _memory: dict[str, ObStorage] = {}
@@ -520,6 +555,8 @@ def memory_storage(name: str = "") -> ObStorage:
     """A process-local in-memory store; the same name gives the same store."""
     with _memory_lock:
         if name not in _memory:
+            from obstore.store import MemoryStore
+
             _memory[name] = ObStorage(MemoryStore(), f"memory://{name}")
         return _memory[name]
 
@@ -542,6 +579,8 @@ def s3_storage(bucket: str, prefix: str = "") -> ObStorage:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if region:
         config["region"] = region
+    from obstore.store import S3Store
+
     store = S3Store(
         bucket,
         prefix=prefix.strip("/") or None,
@@ -563,6 +602,8 @@ def _s3_arrow(
 
     options: dict[str, Any] = {}
     if endpoint:
+        from urllib.parse import urlparse
+
         parsed = urlparse(endpoint)
         options["endpoint_override"] = parsed.netloc
         options["scheme"] = parsed.scheme or "https"

@@ -24,12 +24,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from limno.core.committed import EMPTY, RangeRef
+from limno.core.gc import expired_path
 from limno.data.objects import DataObject, data_path
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.faults import Fault
 from limno.lazy import lazy_module
 from limno.pools.records.partitions import is_partition_key
-from limno.pools.vacuum import expired_path, retained_keys
+from limno.pools.vacuum import retained_keys
 from limno.storage import Storage
 
 if TYPE_CHECKING:

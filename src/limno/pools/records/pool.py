@@ -19,28 +19,29 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
 from limno.data import iterators
-from limno.data.iterators import IteratorSpec
 from limno.data.keys import PoolKey
-from limno.data.objects import DataObject, data_path, lineage
-from limno.data.typed_schema import TypedSchema
 from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
 from limno.ksuid import ksuid
 from limno.lazy import lazy_module
 from limno.pools import inspect
 from limno.pools.branching import Branching
-from limno.pools.records import compaction, snapshot_cache, splitting
-from limno.pools.records.compaction import Runner, local_runner, order_key
-from limno.pools.records.key_bounds import key_bound, unified_key_types
-from limno.pools.records.partitions import PartitionTree
 from limno.pools.registry import PoolConfig, PoolRegistry
-from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, expired_path, vacuum
+from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, vacuum
 from limno.storage import Storage
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from limno.core import gc
     from limno.data import ingest, parquet, predicates, scan, writer
+    from limno.data import objects as data_objects
     from limno.data import schema as unification
+    from limno.data.iterators import IteratorSpec
+    from limno.data.objects import DataObject
+    from limno.data.typed_schema import TypedSchema
+    from limno.pools.records import compaction, key_bounds, snapshot_cache, splitting
+    from limno.pools.records.compaction import Runner
+    from limno.pools.records.partitions import PartitionTree
 else:
     pa = lazy_module("pyarrow")
     ingest = lazy_module("limno.data.ingest")
@@ -49,6 +50,14 @@ else:
     scan = lazy_module("limno.data.scan")
     unification = lazy_module("limno.data.schema")
     writer = lazy_module("limno.data.writer")
+    # what reads and writes of data objects need: commands that read only the history
+    # (``limno log``) import none of it
+    gc = lazy_module("limno.core.gc")
+    data_objects = lazy_module("limno.data.objects")
+    compaction = lazy_module("limno.pools.records.compaction")
+    key_bounds = lazy_module("limno.pools.records.key_bounds")
+    snapshot_cache = lazy_module("limno.pools.records.snapshot_cache")
+    splitting = lazy_module("limno.pools.records.splitting")
 
 __all__ = ["RecordPool"]
 
@@ -76,6 +85,8 @@ class RecordPool(Branching):
     def schema(self) -> TypedSchema | None:
         """The pool's typed schema, if it has one; parsed on first use, since checking its
         types loads Arrow, which commands that only read history never need."""
+        from limno.data.typed_schema import TypedSchema
+
         return TypedSchema.from_json(self.config.schema) if self.config.schema else None
 
     @property
@@ -147,7 +158,7 @@ class RecordPool(Branching):
     # -- reading data --------------------------------------------------------------
     def key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
         """The unified Arrow type of each key field over ``objs`` (string when none)."""
-        unified = functools.partial(unified_key_types, self.key)
+        unified = functools.partial(key_bounds.unified_key_types, self.key)
         return snapshot_cache.memo_key_types(self.key, objs, unified)
 
     def iter_scan(
@@ -180,7 +191,8 @@ class RecordPool(Branching):
         :meth:`iter_scan`. Every chunk has the columns of the objects' unified schema, in its
         order, so a stream's chunks (and two scans of one snapshot) line up."""
         types = self.key_types(objs)
-        lo, hi = key_bound(self.key, start, types), key_bound(self.key, end, types)
+        lo = key_bounds.key_bound(self.key, start, types)
+        hi = key_bounds.key_bound(self.key, end, types)
 
         target = unification.unify(o.schema for o in objs if o.schema_b64)
         iterating = bool(self.config.settings.iterators)
@@ -202,7 +214,7 @@ class RecordPool(Branching):
 
     def is_removed(self, object_id: str) -> bool:
         """Whether vacuum removed the object ``object_id`` on purpose (a tombstone)."""
-        return self.storage.exists(expired_path(self.id, object_id))
+        return self.storage.exists(gc.expired_path(self.id, object_id))
 
     @contextlib.contextmanager
     def reading(self, objs: Sequence[DataObject] = ()) -> Iterator[None]:
@@ -216,7 +228,7 @@ class RecordPool(Branching):
             raise damaged_object(e.path, self.name, e.reason) from e
         except NotFoundError:
             for o in objs:
-                if self.storage.exists(expired_path(self.id, o.id)):
+                if self.storage.exists(gc.expired_path(self.id, o.id)):
                     raise NotFoundError(
                         f"object {o.id} was removed by vacuum: this commit is outside the"
                         " retention window"
@@ -248,7 +260,7 @@ class RecordPool(Branching):
         types = self.key_types(objs)
         parsed = []
         for k in keys:
-            bound = key_bound(self.key, k, types)
+            bound = key_bounds.key_bound(self.key, k, types)
             assert bound is not None
             if len(bound) != len(self.key.fields):
                 raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
@@ -265,7 +277,7 @@ class RecordPool(Branching):
 
         if obj.clip is not None:
             return _concat(list(scan.scan(self.storage, self.id, [obj], self.key)))
-        return parquet.open_parquet(self.storage, data_path(self.id, obj.id)).read()
+        return parquet.open_parquet(self.storage, data_objects.data_path(self.id, obj.id)).read()
 
     def table(self, ref: str | None = None, as_of: dt.datetime | None = None) -> pa.Table:
         """Every record of a snapshot (unsorted across objects), schemas unified."""
@@ -393,7 +405,9 @@ class RecordPool(Branching):
         return objs
 
     def staged(self, branch: str = "main") -> list[DataObject]:
-        return [DataObject.from_json(v) for v in self.versioned.staged(branch).values()]
+        return [
+            data_objects.DataObject.from_json(v) for v in self.versioned.staged(branch).values()
+        ]
 
     def unstage(self, ids: Sequence[str], branch: str = "main") -> None:
         staged = self.versioned.staged(branch)
@@ -412,7 +426,9 @@ class RecordPool(Branching):
     ) -> Commit:
         """Commit staged objects (all, or ``ids``) in one commit."""
         staged = self.versioned.staged(branch)
-        objs = [DataObject.from_json(v) for k, v in staged.items() if not ids or k in ids]
+        objs = [
+            data_objects.DataObject.from_json(v) for k, v in staged.items() if not ids or k in ids
+        ]
         return self.versioned.commit_staged(
             branch,
             ids,
@@ -470,8 +486,10 @@ class RecordPool(Branching):
                         is_removed=self.is_removed,
                     )
                     for new in tree.referencing(written):
-                        extra = {**dict(new.extra), "order": list(order_key(obj))}
-                        new = dataclasses.replace(new, replaces=lineage([obj]), extra=extra)
+                        extra = {**dict(new.extra), "order": list(compaction.order_key(obj))}
+                        new = dataclasses.replace(
+                            new, replaces=data_objects.lineage([obj]), extra=extra
+                        )
                         actions.append(Action("add", new.id, new.to_json()))
             if not deleted:
                 raise InvalidInputError(f"delete: no rows match {predicate!r}; nothing changed")
@@ -512,13 +530,13 @@ class RecordPool(Branching):
         strategy: str | None = None,
         message: str = "",
         author: str | None = None,
-        runner: Runner = local_runner,
+        runner: Runner | None = None,
     ) -> tuple[Commit | None, list[Any]]:
         """Compact ``ids`` (merged per leaf partition), or the jobs the strategy picks.
 
         One commit for everything; (None, []) when the strategy finds nothing to do.
-        ``runner`` merges the jobs' objects: here by default, or as Spark tasks
-        (``limno.engines.spark.compaction_runner``).
+        ``runner`` merges the jobs' objects: here by default (``compaction.local_runner``),
+        or as Spark tasks (``limno.engines.spark.compaction_runner``).
         """
 
         objs, tree = self.snapshot(branch)
@@ -540,7 +558,9 @@ class RecordPool(Branching):
             )
         if not jobs:
             return None, []
-        commit, results = compaction.run_jobs(self, branch, jobs, message, author, runner)
+        commit, results = compaction.run_jobs(
+            self, branch, jobs, message, author, runner or compaction.local_runner
+        )
         return commit, results
 
     def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
@@ -557,7 +577,7 @@ class RecordPool(Branching):
         ``at`` is a value of the first key field, or text parsed into its type.
         """
         if isinstance(at, str):
-            parsed = key_bound(self.key, at, self.key_types(self.objects(branch)))
+            parsed = key_bounds.key_bound(self.key, at, self.key_types(self.objects(branch)))
             at = None if parsed is None else parsed[0]
 
         return splitting.split_leaf(self, branch, partition, at)

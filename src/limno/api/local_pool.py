@@ -1,0 +1,78 @@
+"""A pool of a lake in this process: a record pool whose loads and compactions may run on
+Spark.
+
+Apart from :class:`~limno.api.local.LocalLake` so that commands which never open a pool
+(``limno ls``) do not load the pool layer (:mod:`limno.pools.records.pool` and the
+versioning core under it); ``limno.api.LocalPool`` is this class.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from limno.api.base import Engine, Pool, Source
+from limno.engines.choice import use_spark
+from limno.pools.records.pool import RecordPool
+
+if TYPE_CHECKING:
+    from limno.core.commits import Commit
+    from limno.pools.records.compaction import JobResult, Runner
+
+__all__ = ["LocalPool"]
+
+
+class LocalPool(RecordPool, Pool):
+    """A pool of a lake in this process."""
+
+    def load(
+        self,
+        sources: Iterable[Source],
+        fmt: str | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        engine: Engine = "local",
+        spark_master: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+    ) -> Commit:
+        """Write ``sources`` and commit them, here or (files only) on Spark."""
+        sources = list(sources)
+        files = [s for s in sources if isinstance(s, str)]
+        size = sum(os.path.getsize(f) for f in files if f != "-" and os.path.isfile(f))
+        spark = use_spark(engine, size) and len(files) == len(sources)
+        if spark and not (engine == "auto" and "-" in files):
+            from limno.engines import spark as spark_engine  # PySpark loads only when used
+
+            return spark_engine.load(
+                self,
+                files,
+                fmt,
+                branch,
+                message,
+                author,
+                meta,
+                spark=spark_engine.session(spark_master, dict(spark_conf or {})),
+            )
+        return super().load(sources, fmt, branch, message, author, meta)
+
+    def compact(
+        self,
+        ids: Sequence[str] = (),
+        branch: str = "main",
+        strategy: str | None = None,
+        message: str = "",
+        author: str | None = None,
+        runner: Runner | None = None,
+        *,
+        engine: Engine = "local",
+    ) -> tuple[Commit | None, list[JobResult]]:
+        """Compact here, or with each job's merge as a Spark task (``engine="spark"``)."""
+        if engine == "spark":
+            from limno.engines import spark as spark_engine  # PySpark loads only when used
+
+            runner = spark_engine.compaction_runner
+        return super().compact(ids, branch, strategy, message, author, runner)
