@@ -11,9 +11,13 @@ code) translates errors in exactly one place: :func:`http_status`.
     ├── PreconditionFailedError  412  an expected state did not hold (CAS)
     │   └── HookVetoError        412  a pre-commit or pre-merge hook said no
     ├── InvalidInputError        400  bad argument, name, record, schema
+    ├── UnauthenticatedError     401  no credentials, or unknown key or wrong secret
+    ├── ForbiddenError           403  authenticated, but the role and grants do not allow it
     ├── CorruptError             500  stored bytes fail their checks
     │   └── DamagedObjectError   500  a data object's bytes fail to decode
-    └── StorageError             503  the object store itself failed
+    ├── StorageError             503  the object store itself failed
+    ├── QueryTimeoutError        503  a query ran past its time limit
+    └── ResultTooLargeError      413  a query's answer is over its row or byte limit
 
 Errors of the operating system and of Arrow become these at the few places where
 bytes are read or written (the storage backend, the Parquet reader and writer):
@@ -33,12 +37,16 @@ __all__ = [
     "ConflictError",
     "CorruptError",
     "DamagedObjectError",
+    "ForbiddenError",
     "HookVetoError",
     "InvalidInputError",
     "LimnoError",
     "NotFoundError",
     "PreconditionFailedError",
+    "QueryTimeoutError",
+    "ResultTooLargeError",
     "StorageError",
+    "UnauthenticatedError",
     "damaged_object",
     "decode_reason",
     "http_status",
@@ -88,6 +96,19 @@ class InvalidInputError(LimnoError):
     status = 400
 
 
+class UnauthenticatedError(LimnoError):
+    """A request without credentials, or with ones that do not match a key (one message
+    for both an unknown key id and a wrong secret: which one is not told)."""
+
+    status = 401
+
+
+class ForbiddenError(LimnoError):
+    """The caller is known, but its role and grants do not allow this; nothing was changed."""
+
+    status = 403
+
+
 class CorruptError(LimnoError):
     """Stored bytes failed their checks (truncated, bad checksum, bad shape)."""
 
@@ -114,6 +135,19 @@ class StorageError(LimnoError):
     """The object store failed in a way that is none of the above."""
 
     status = 503
+
+
+class QueryTimeoutError(LimnoError):
+    """A query was stopped at its time limit; nothing was changed. 503, not 408: the
+    request arrived in time, the server declines to spend longer on it."""
+
+    status = 503
+
+
+class ResultTooLargeError(LimnoError):
+    """A query's answer has more rows or bytes than its limit allows."""
+
+    status = 413
 
 
 def http_status(err: BaseException) -> int:

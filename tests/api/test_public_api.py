@@ -87,8 +87,9 @@ def test_lake_open_picks_the_implementation(tmp_path: Path) -> None:
     assert isinstance(pool, limno.Pool)
     pool.load([pa.table({"ts": [2, 1]})])
     assert limno.Lake.open(lake.uri).pool("logs").scan().column("ts").to_pylist() == [1, 2]
-    with pytest.raises(limno.InvalidInputError, match="limno serve"):
-        limno.Lake.open("http://127.0.0.1:1")
+    from limno.api.remote import RemoteLake  # a server's client: tests/server
+
+    assert isinstance(limno.Lake.open("http://127.0.0.1:1"), RemoteLake)
     with pytest.raises(limno.NotFoundError, match="unsupported lake location"):
         limno.Lake.open("ftp://example/lake")
 

@@ -34,6 +34,8 @@ from limno.cli._main import COMMAND_MODULES
 from limno.lazy import lazy_module
 
 HEAVY = ("pyarrow", "duckdb", "numpy", "pandas", "pyspark")
+#: the server and its client: only 'limno serve' and a lake behind a server need them
+SERVER = ("fastapi", "uvicorn", "starlette", "pydantic", "httpx")
 #: what only writes, hooks, vacuum, verify and engines use: no command that reads imports it
 FOR_WRITERS = ("obstore", "subprocess", "tempfile", "getpass", "secrets", "limno.faults")
 #: ... and what only some reads use (pyarrow and numpy import these themselves: ``get``
@@ -129,15 +131,19 @@ def loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
             ("-f", "table", "log", "-p", "logs@dev", "-n", "1"),
             (*HISTORY_FORBIDDEN, *other_commands("_data")),
         ),
+        (
+            ("watch", "--from-start", "--exit-after", "8"),
+            (*HISTORY_FORBIDDEN, *other_commands("_watch")),
+        ),
     ],
-    ids=["help", "ls", "ls-table", "ls-pool-json", "log", "log-table"],
+    ids=["help", "ls", "ls-table", "ls-pool-json", "log", "log-table", "watch"],
 )
 def test_journal_commands_import_only_what_they_use(
     small_lake: str, tmp_path: Path, args: tuple[str, ...], forbidden: tuple[str, ...]
 ) -> None:
     """No heavy library, nothing only writers use, and no layer the command skips."""
     modules, out = imported(small_lake, *args, home=tmp_path)
-    assert loaded(modules, HEAVY) == []
+    assert loaded(modules, (*HEAVY, *SERVER)) == []
     assert loaded(modules, (*FOR_WRITERS, *FOR_SOME, *forbidden)) == []
     assert out.strip(), "the command printed nothing"
 

@@ -15,7 +15,7 @@ from clirunner import fail
 from limno.api.local import LocalLake as Lake
 from limno.engines import spark as ls
 from limno.engines.local import query as local_query
-from limno.errors import InvalidInputError
+from limno.errors import ForbiddenError, InvalidInputError
 from spark_support import module_session, rows
 
 pytestmark = pytest.mark.spark
@@ -72,7 +72,7 @@ def test_hostile_statements_are_refused(
     out = tmp_path / "out"
     sql = sql.format(data=data, out=out)
     head = lake.pool("logs").log()[0].id
-    with pytest.raises(InvalidInputError, match="not allowed in safe mode"):
+    with pytest.raises(ForbiddenError, match="not allowed in safe mode"):
         ls.query(lake, sql, spark, safe=True)
     assert not out.exists()
     assert lake.pool("logs").log()[0].id == head

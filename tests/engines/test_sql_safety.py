@@ -15,7 +15,7 @@ from limno.api.local import LocalLake as Lake
 from limno.data.predicates import filter_rows
 from limno.data.sql_safety import lock_down
 from limno.engines.local import query
-from limno.errors import InvalidInputError
+from limno.errors import ForbiddenError, InvalidInputError
 
 #: the reported injection: it closes the predicate, runs a COPY, and reopens
 INJECTION = (
@@ -204,7 +204,7 @@ def test_hostile_queries_are_refused_in_safe_mode(sql: str, lake: Lake, tmp_path
     out = tmp_path / "out"
     sql = sql.format(path=out / "copy.csv", dir=out, file=probe)
     before = _state(lake)
-    with pytest.raises(InvalidInputError, match="not allowed in safe mode"):
+    with pytest.raises(ForbiddenError, match="not allowed in safe mode"):
         query(lake, sql, safe=True)
     assert not out.exists()
     assert _state(lake) == before

@@ -2,14 +2,15 @@
 
 :class:`Lake` and :class:`Pool` are abstract. The in-process implementation
 (:mod:`limno.api.local`) runs everything here on a local or S3 lake; an HTTP
-client of ``limno serve`` will be the second, so that every command and every
+client of ``limno serve`` is the second, so that every command and every
 script works the same against a lake path and against a server URL. Everything
 they return is a model type (:class:`~limno.core.commits.Commit`,
 :class:`~limno.data.objects.DataObject`, ...) or an Arrow table, which both
 implementations produce alike.
 
 ``Lake.open(location)`` and ``Lake.init(location)`` pick the implementation from
-the location: a path, ``file://`` or ``s3://`` is a lake in this process.
+the location: a path, ``file://`` or ``s3://`` is a lake in this process;
+``http(s)://`` is a lake behind ``limno serve`` (its client loads on first use).
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ from limno.pools.vacuum import DEFAULT_GRACE
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from limno.api.auth_admin import AuthAdmin
     from limno.core.commits import Commit
     from limno.core.hooks import HookSpec
     from limno.core.versioning import DiffEntry, MergeResult
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
+    from limno.engines.query_limits import QueryLimits
     from limno.faults import Fault
     from limno.pools.branching import BranchView
+    from limno.pools.events import Event
     from limno.pools.records.compaction import JobResult
     from limno.pools.registry import PoolConfig
     from limno.pools.vacuum import Retention, VacuumReport
@@ -290,6 +294,11 @@ class Lake(ABC):
         """Create a lake at ``location``."""
         return _implementation(location).init(location)
 
+    def auth(self) -> AuthAdmin:
+        """Users, API keys and per-pool grants (``limno auth``), where this kind of
+        lake keeps them; a lake that has none raises InvalidInputError."""
+        raise InvalidInputError(f"{self.uri}: users and keys are not managed through this lake")
+
     @abstractmethod
     def list_pools(self) -> list[PoolConfig]: ...
 
@@ -347,9 +356,31 @@ class Lake(ABC):
         safe: bool = False,
         spark_master: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        limits: QueryLimits | None = None,
+        readable: Callable[[str], bool] | None = None,
     ) -> pa.Table:
         """SQL over pools (table names are refs and meta tables); ``safe`` for SQL
-        someone else wrote (see :mod:`limno.data.sql_safety`)."""
+        someone else wrote (see :mod:`limno.data.sql_safety`); ``limits`` (None:
+        unlimited) and ``readable(pool)`` (None: every pool) as in
+        :func:`limno.engines.local.query`."""
+
+    def events(
+        self,
+        pool: str | None = None,
+        after: str | None = None,
+        follow: bool = True,
+        stop: threading.Event | None = None,
+        *,
+        poll_interval: float = 1.0,
+    ) -> Iterator[Event]:
+        """The lake's events (see :mod:`limno.pools.events`), read from its journals.
+
+        ``after`` is an event id to resume after, ``"now"`` for new events only, or
+        None for every event from the lake's start. With ``follow`` it waits for new
+        ones until ``stop`` is set; ``pool`` keeps one pool's events (resume with the
+        same filter). Not abstract: a lake that cannot tell events says so.
+        """
+        raise InvalidInputError("events are not supported by this lake")
 
 
 #: implementations by the scheme of a lake location (each registers itself on import)
@@ -366,9 +397,7 @@ def _implementation(location: str | None) -> type[Lake]:
     where = lake_location(location)
     scheme = where.split("://", 1)[0].lower() if "://" in where else "file"
     if scheme in ("http", "https") and scheme not in _IMPLEMENTATIONS:
-        raise InvalidInputError(
-            f"{where}: a lake behind 'limno serve' is not supported by this version yet"
-        )
+        import limno.api.remote  # noqa: F401 -- registers itself; httpx only when used
     if scheme not in _IMPLEMENTATIONS:
         raise NotFoundError(f"unsupported lake location {where!r}")
     return _IMPLEMENTATIONS[scheme]

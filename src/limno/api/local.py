@@ -12,7 +12,8 @@ CLI and the server see only :mod:`limno.api.base`.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from limno.api.base import Engine, Lake, register
@@ -23,9 +24,12 @@ from limno.lazy import lazy_module
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from limno.api.local_auth import LocalAuth
     from limno.api.local_pool import LocalPool
     from limno.data.typed_schema import TypedSchema
     from limno.engines import local as local_engine
+    from limno.engines.query_limits import QueryLimits
+    from limno.pools.events import Event
 else:
     local_engine = lazy_module("limno.engines.local")  # DuckDB: only for SQL
 
@@ -34,6 +38,13 @@ __all__ = ["LocalLake"]
 
 class LocalLake(InProcessLake, Lake):
     """A lake in this process: a local directory, ``memory://`` or ``s3://``."""
+
+    def auth(self) -> LocalAuth:
+        """Users, keys and grants kept in this lake's ``auth/`` journal (unguarded here:
+        a lake opened directly trusts its caller; ``limno serve`` checks roles)."""
+        from limno.api.local_auth import LocalAuth  # only 'limno auth' and servers
+
+        return LocalAuth(self)
 
     def pool(self, name: str) -> LocalPool:
         from limno.api.local_pool import LocalPool  # the pool layer: not for 'limno ls'
@@ -77,6 +88,8 @@ class LocalLake(InProcessLake, Lake):
         safe: bool = False,
         spark_master: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        limits: QueryLimits | None = None,
+        readable: Callable[[str], bool] | None = None,
     ) -> pa.Table:
         """SQL over pools on DuckDB, or on Spark (``auto``: by the snapshots' size)."""
         size = local_engine.query_size(self, sql) if engine == "auto" else 0
@@ -85,8 +98,25 @@ class LocalLake(InProcessLake, Lake):
 
             remote = False if safe else None  # safe mode's checks need a JVM in this process
             spark = spark_engine.session(spark_master, dict(spark_conf or {}), remote=remote)
-            return spark_engine.query(self, sql, spark, safe=safe)
-        return local_engine.query(self, sql, safe=safe)
+            return spark_engine.query(
+                self, sql, spark, safe=safe, limits=limits, readable=readable
+            )
+        return local_engine.query(self, sql, safe=safe, limits=limits, readable=readable)
+
+    def events(
+        self,
+        pool: str | None = None,
+        after: str | None = None,
+        follow: bool = True,
+        stop: threading.Event | None = None,
+        *,
+        poll_interval: float = 1.0,
+    ) -> Iterator[Event]:
+        """Events read from this lake's journals (:mod:`limno.pools.events`)."""
+        from limno.pools.events import EventFeed
+
+        feed = EventFeed(self.storage, after)
+        return feed.events(pool, follow=follow, stop=stop, poll_interval=poll_interval)
 
 
 register(("file", "s3", "s3a", "memory"), LocalLake)

@@ -10,21 +10,22 @@ ISO 8601 times, ``POOL[@REF]`` refs.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from limno.cli._output import FORMATS, default_format
 from limno.cli._state import working_ref
+from limno.config import Settings
 from limno.errors import InvalidInputError, LimnoError
 from limno.lazy import lazy_module
 from limno.units import parse_duration, parse_size
 
 if TYPE_CHECKING:
     from limno import api
-    from limno.api import Lake
+    from limno.api import Engine, Lake
     from limno.core import refs
 else:
     # the lake, opened on demand: ``--help`` and usage errors never load it
@@ -53,14 +54,50 @@ class Context:
     location: str
     fmt: str | None = None
     _lake: Lake | None = None
+    _settings: Settings | None = None
 
     def lake(self) -> Lake:
         if self._lake is None:
             self._lake = api.Lake.open(self.location)
         return self._lake
 
+    @property
+    def settings(self) -> Settings:
+        """Defaults from the environment and the config files (limno.config)."""
+        if self._settings is None:
+            self._settings = Settings(self.location)
+        return self._settings
+
     def format(self, local: str | None = None) -> str:
-        return local or self.fmt or default_format()
+        return self.chosen_format(local) or default_format()
+
+    def chosen_format(self, local: str | None = None) -> str | None:
+        """The format asked for: ``-f`` (the command's, the global one), else
+        ``LIMNO_FORMAT``, else the config files; None when nothing chose one."""
+        return local or self.fmt or self.settings.get("format")
+
+    def listing_format(self, local: str | None = None) -> str | None:
+        """The format of a listing that has plain lines of its own (``branch``, ``tag``,
+        ``vacuum``, ``spark status``): the chosen one, else table on a terminal, else
+        None (the plain lines: what scripts read before ``-f`` applied to them)."""
+        chosen = self.chosen_format(local)
+        if chosen is None and default_format() == "table":
+            return "table"
+        return chosen
+
+    def engine(self, flag: Engine | None) -> Engine:
+        """``--engine``, else ``LIMNO_ENGINE``, else the config files, else auto."""
+        return flag or cast("Engine", self.settings.get("engine") or "auto")
+
+    def spark(
+        self, master: str | None, conf: Sequence[tuple[str, str]] = ()
+    ) -> tuple[str | None, dict[str, str]]:
+        """The Spark master and conf of a new session: flags over the environment over
+        the config files (None: the engine's own default)."""
+        return master or self.settings.get("spark.master"), {
+            **self.settings.spark_conf(),
+            **dict(conf),
+        }
 
     def pool_ref(self, ref: str | None) -> tuple[str, str | None]:
         """``(pool, ref)`` from ``-p POOL[@REF]``, else from ``limno use``."""
@@ -162,12 +199,12 @@ def engine_options(f: F) -> F:
     f = click.option(
         "--spark-master",
         default=None,
-        help="Spark master URL (default: $LIMNO_SPARK_MASTER, else local[*]).",
+        help="Spark master URL (default: $LIMNO_SPARK_MASTER, else the config's, else local[*]).",
     )(f)
     return click.option(
         "--engine",
         type=click.Choice(["local", "spark", "auto"]),
-        default="auto",
-        show_default=True,
-        help="Where to run: auto is Spark from $LIMNO_SPARK_THRESHOLD (1GiB) of data on.",
+        default=None,
+        help="Where to run: auto is Spark from $LIMNO_SPARK_THRESHOLD (1GiB) of data on"
+        " (default: $LIMNO_ENGINE, else the config's engine, else auto).",
     )(f)

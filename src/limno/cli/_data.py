@@ -14,6 +14,7 @@ import click
 
 from limno.cli._context import (
     DURATION,
+    SIZE,
     TIME,
     Context,
     engine_options,
@@ -21,7 +22,9 @@ from limno.cli._context import (
     meta_option,
     pool_option,
 )
-from limno.cli._output import write_rows, write_tables
+from limno.cli._output import write_dicts, write_rows, write_tables
+from limno.cli._progress import activity, reading
+from limno.cli._sql_args import SqlCommand, read_sql, sql_file_option
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
@@ -30,10 +33,12 @@ if TYPE_CHECKING:
     from limno.core.commits import Commit
     from limno.data import objects, sql_safety
     from limno.data.objects import DataObject
+    from limno.engines import query_limits
     from limno.pools import inspect
 else:
     objects = lazy_module("limno.data.objects")
     sql_safety = lazy_module("limno.data.sql_safety")  # DuckDB: only for SQL
+    query_limits = lazy_module("limno.engines.query_limits")
     inspect = lazy_module("limno.pools.inspect")
 
 __all__ = ["COMMANDS"]
@@ -67,7 +72,7 @@ def load(
     message: str,
     author: str | None,
     meta: Sequence[tuple[str, str]],
-    engine: Engine,
+    engine: Engine | None,
     spark_master: str | None,
     spark_conf: Sequence[tuple[str, str]],
     files: Sequence[str],
@@ -75,17 +80,19 @@ def load(
     """Load FILES (or - for stdin) into a branch as one commit."""
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    commit = pool.load(
-        list(files),
-        ifmt,
-        branch,
-        message,
-        author,
-        dict(meta),
-        engine=engine,
-        spark_master=spark_master,
-        spark_conf=dict(spark_conf),
-    )
+    master, conf = obj.spark(spark_master, spark_conf)
+    with reading(f"loading into {pool.name}@{branch}", files):
+        commit = pool.load(
+            list(files),
+            ifmt,
+            branch,
+            message,
+            author,
+            dict(meta),
+            engine=obj.engine(engine),
+            spark_master=master,
+            spark_conf=conf,
+        )
     objs = [objects.DataObject.from_json(a.value) for a in commit.actions]
     _done(commit, f"committed {_summary(objs)} to {pool.name}@{branch}")
 
@@ -220,32 +227,59 @@ def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> 
     write_tables([obj.lake().pool(name).get(list(keys), at)], obj.format(fmt))
 
 
-@click.command()
+@click.command(cls=SqlCommand)
 @format_option
 @engine_options
+@sql_file_option
 @click.option(
     "--safe",
     is_flag=True,
     help="One read-only query; no file, network or settings access (also $LIMNO_SQL_SAFE=1).",
 )
-@click.argument("sql")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop the query after this long (local engine).",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Refuse a longer answer.",
+)
+@click.option(
+    "--max-bytes", type=SIZE, default=None, metavar="SIZE", help="Refuse a larger answer (64MiB)."
+)
+@click.argument("sql", required=False)
 @click.pass_obj
 def query(
     obj: Context,
     fmt: str | None,
-    engine: Engine,
+    engine: Engine | None,
     spark_master: str | None,
     spark_conf: Sequence[tuple[str, str]],
+    sql_file: str | None,
     safe: bool,
-    sql: str,
+    timeout: float | None,
+    max_rows: int | None,
+    max_bytes: int | None,
+    sql: str | None,
 ) -> None:
-    """SQL over pools: FROM logs, FROM "logs@dev", FROM "logs:objects", FROM ":pools"."""
+    """SQL over pools: FROM logs, FROM "logs@dev", FROM "logs:objects", FROM ":pools".
+
+    SQL is the argument, - for stdin, or --file PATH.
+    """
+    master, conf = obj.spark(spark_master, spark_conf)
     table = obj.lake().query(
-        sql,
-        engine=engine,
+        read_sql(sql, sql_file),
+        engine=obj.engine(engine),
         safe=safe or sql_safety.safe_from_env(),
-        spark_master=spark_master,
-        spark_conf=dict(spark_conf),
+        spark_master=master,
+        spark_conf=conf,
+        limits=query_limits.QueryLimits(timeout, max_rows, max_bytes),
     )
     write_tables([table], obj.format(fmt))
 
@@ -299,6 +333,7 @@ def revert(obj: Context, ref: str | None, message: str, author: str | None, comm
 
 @click.command()
 @pool_option
+@format_option
 @click.option("--dry-run", is_flag=True, help="Report what would be removed.")
 @click.option(
     "--grace",
@@ -317,16 +352,23 @@ def revert(obj: Context, ref: str | None, message: str, author: str | None, comm
 def vacuum(
     obj: Context,
     ref: str | None,
+    fmt: str | None,
     dry_run: bool,
     grace: dt.timedelta,
     retention: dt.timedelta | None,
 ) -> None:
     """Free the bytes of objects that no branch, tag, staging area or retained commit holds."""
     name, _ = obj.pool_ref(ref)
-    report = obj.lake().pool(name).vacuum(grace, dry_run, retention)
+    with activity(f"vacuuming {name}"):
+        report = obj.lake().pool(name).vacuum(grace, dry_run, retention)
     verb = "would remove" if dry_run else "removed"
-    for path, size in report.removed:
-        click.echo(f"{path}\t{size}")
+    out = obj.listing_format(fmt)
+    if out is None:  # piped, no format chosen: PATH<TAB>BYTES lines
+        for path, size in report.removed:
+            click.echo(f"{path}\t{size}")
+    else:
+        rows = [{"path": p, "bytes": size} for p, size in report.removed]
+        write_dicts(("path", "bytes"), rows, out)
     click.echo(
         f"{verb} {len(report.removed)} object(s), {report.bytes} bytes; kept"
         f" {report.referenced} referenced, {report.leased} held by writes in flight and"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from limno.cli._context import Context, format_option, meta_option, pool_option
-from limno.cli._output import write_tables
+from limno.cli._output import write_dicts, write_tables
 from limno.cli._state import working_ref
 from limno.core.hooks import EVENTS, HookSpec
 from limno.core.merge import STRATEGIES
@@ -74,7 +74,13 @@ def _ref_arg(obj: Context, ref: str | None, text: str) -> tuple[str, str]:
 
 
 def _named_ref(
-    obj: Context, ref: str | None, kind: str, delete: bool, from_ref: str | None, name: str | None
+    obj: Context,
+    ref: str | None,
+    kind: str,
+    delete: bool,
+    from_ref: str | None,
+    name: str | None,
+    local_fmt: str | None = None,
 ) -> None:
     """What ``branch`` and ``tag`` share: list, create or delete a named ref."""
     pool_name, at = obj.pool_ref(ref)
@@ -82,8 +88,14 @@ def _named_ref(
     if name is None:
         if delete:
             raise InvalidInputError(f"{kind} -d needs a {kind} NAME")
-        for n, c in (pool.branches() if kind == "branch" else pool.tags()).items():
-            click.echo(f"{n}\t{c}")
+        named = pool.branches() if kind == "branch" else pool.tags()
+        fmt = obj.listing_format(local_fmt)
+        if fmt is None:  # piped, no format chosen: NAME<TAB>COMMIT lines
+            for n, c in named.items():
+                click.echo(f"{n}\t{c}")
+        else:
+            rows = [{"name": n, "commit": c} for n, c in named.items()]
+            write_dicts(("name", "commit"), rows, fmt)
         return
     if delete:
         was = pool.delete_branch(name) if kind == "branch" else pool.delete_tag(name)
@@ -96,28 +108,40 @@ def _named_ref(
 
 @click.command()
 @pool_option
+@format_option
 @click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
 @click.option("--from", "from_ref", default=None, help="Start point (default: -p's ref or main).")
 @click.argument("name", required=False)
 @click.pass_obj
 def branch(
-    obj: Context, ref: str | None, delete: bool, from_ref: str | None, name: str | None
+    obj: Context,
+    ref: str | None,
+    fmt: str | None,
+    delete: bool,
+    from_ref: str | None,
+    name: str | None,
 ) -> None:
     """Create branch NAME (O(1): no data is copied), delete it with -d, or list branches."""
-    _named_ref(obj, ref, "branch", delete, from_ref, name)
+    _named_ref(obj, ref, "branch", delete, from_ref, name, fmt)
 
 
 @click.command()
 @pool_option
+@format_option
 @click.option("-d", "--delete", is_flag=True, help="Delete tag NAME.")
 @click.option("--from", "from_ref", default=None, help="Commit to tag (default: -p's ref or main).")
 @click.argument("name", required=False)
 @click.pass_obj
 def tag(
-    obj: Context, ref: str | None, delete: bool, from_ref: str | None, name: str | None
+    obj: Context,
+    ref: str | None,
+    fmt: str | None,
+    delete: bool,
+    from_ref: str | None,
+    name: str | None,
 ) -> None:
     """Create immutable tag NAME, delete it with -d, or list tags."""
-    _named_ref(obj, ref, "tag", delete, from_ref, name)
+    _named_ref(obj, ref, "tag", delete, from_ref, name, fmt)
 
 
 @click.command()

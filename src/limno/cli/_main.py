@@ -20,7 +20,7 @@ import click
 
 from limno.cli._context import Context
 from limno.cli._output import FORMATS
-from limno.config import lake_location
+from limno.config import configured_lake
 from limno.errors import LimnoError, os_reason
 from limno.lazy import lazy_module
 
@@ -44,6 +44,10 @@ COMMAND_MODULES = {
         ("_git", "branch tag merge diff cherry-pick reset hook"),
         ("_maintenance", "compact split manage status"),
         ("_spark", "spark"),
+        ("_serve", "serve"),
+        ("_auth", "auth"),
+        ("_watch", "watch"),
+        ("_config", "config"),
     )
     for name in names.split()
 }
@@ -71,8 +75,8 @@ class _Commands(click.Group):
     "lake",
     metavar="LOCATION",
     default=None,
-    help="Lake location (path, file://, s3://bucket/prefix). "
-    "Default: $LIMNO_LAKE, else ~/.local/share/limno.",
+    help="Lake location (path, file://, s3://bucket/prefix, http(s):// of 'limno serve'). "
+    "Default: $LIMNO_LAKE, else the config's lake, else ~/.local/share/limno.",
 )
 @click.option(
     "-f",
@@ -80,13 +84,14 @@ class _Commands(click.Group):
     "fmt",
     type=click.Choice(FORMATS),
     default=None,
-    help="Output format (default: table on a terminal, ndjson otherwise).",
+    help="Output format (default: $LIMNO_FORMAT, else the config's format, else table on a"
+    " terminal, ndjson otherwise).",
 )
 @click.version_option(package_name="limno")
 @click.pass_context
 def cli(ctx: click.Context, lake: str | None, fmt: str | None) -> None:
     """limno: a versioned, git-like data lake for Python and Spark."""
-    ctx.obj = Context(lake_location(lake), fmt)
+    ctx.obj = Context(configured_lake(lake), fmt)
 
 
 @cli.command()
@@ -108,12 +113,32 @@ def init(obj: Context) -> None:
 def verify(obj: Context, pool: str | None, deep: bool) -> None:
     """Check every invariant of the lake (or of POOL); exit non-zero naming each fault."""
     lake = obj.lake()
-    faults = list(lake.verify(pool, deep=deep))
+    faults = _verify(lake, pool, deep)
     for fault in faults:
         click.echo(f"fault: {fault}", err=True)
     if faults:
         raise LimnoError(f"{len(faults)} fault(s) in lake {lake.uri}")
     click.echo(f"ok: lake {lake.uri} verified")
+
+
+def _verify(lake: api.Lake, pool: str | None, deep: bool) -> list[object]:
+    """The faults of ``lake.verify``; on a terminal, pool by pool under a progress bar
+    (the lake's own checks, repeated for each pool, are reported once)."""
+    from limno.cli import _progress
+
+    pools: list[str] = []
+    if pool is None and _progress._on_terminal():
+        with contextlib.suppress(LimnoError):  # a damaged lake: verify says how, below
+            pools = [c.name for c in lake.list_pools()]
+    if len(pools) < 2:
+        with _progress.activity(f"verifying {lake.uri}"):
+            return list(lake.verify(pool, deep=deep))
+    faults: list[object] = []
+    with _progress.counting(f"verifying {lake.uri}", len(pools), "pools") as update:
+        for done, name in enumerate(pools, 1):
+            faults += [f for f in lake.verify(name, deep=deep) if f not in faults]
+            update(done)
+    return faults
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 
 from limno.cli._context import DURATION, Context, format_option, pool_option
-from limno.cli._output import to_json, write_tables
+from limno.cli._output import write_tables
+from limno.cli._progress import activity
 from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
 from limno.pools.settings import COMPACTION_STRATEGIES
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from limno.api import Engine
+else:
+    pa = lazy_module("pyarrow")  # status reports are Arrow tables
 
 __all__ = ["COMMANDS"]
 
@@ -47,7 +52,8 @@ def compact(
     """
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    commit, results = pool.compact(list(ids), branch, strategy, message, engine=engine)
+    with activity(f"compacting {pool.name}@{branch}"):
+        commit, results = pool.compact(list(ids), branch, strategy, message, engine=engine)
     if commit is None:
         click.echo(f"nothing to compact on {pool.name}@{branch}", err=True)
         return
@@ -123,6 +129,7 @@ def status(obj: Context, pool: str | None, fmt: str | None, limit: int) -> None:
     lake = obj.lake()
     names = [pool] if pool else [c.name for c in lake.list_pools() if c.kind == "records"]
     out = obj.format(fmt)
+    tables = []
     for name in names:
         p = lake.pool(name)
         reports = p.status(None, limit)
@@ -132,12 +139,16 @@ def status(obj: Context, pool: str | None, fmt: str | None, limit: int) -> None:
                 write_tables([table], out)
                 click.echo("")
             continue
-        if out != "ndjson":
-            raise InvalidInputError("status prints -f table or -f ndjson")
+        # one table of every report's rows, each row naming its pool and report
         for title, table in reports.items():
-            for row in table.to_pylist():
-                sys.stdout.write(to_json({"pool": p.name, "report": title, **row}) + "\n")
-        sys.stdout.flush()
+            n = table.num_rows
+            tables.append(
+                table.add_column(0, "report", pa.array([title] * n, pa.string())).add_column(
+                    0, "pool", pa.array([p.name] * n, pa.string())
+                )
+            )
+    if out != "table":
+        write_tables(tables, out)
 
 
 COMMANDS = [compact, split, manage, status]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import math
 import sys
 from collections.abc import Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from limno.config import OUTPUT_FORMATS
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
@@ -36,9 +38,9 @@ else:
     pq = lazy_module("pyarrow.parquet")
     unification = lazy_module("limno.data.schema")
 
-__all__ = ["FORMATS", "default_format", "write_rows", "write_tables"]
+__all__ = ["FORMATS", "default_format", "write_dicts", "write_rows", "write_tables"]
 
-FORMATS = ("table", "ndjson", "json", "csv", "parquet", "arrow")
+FORMATS = OUTPUT_FORMATS
 #: the formats written from Python values (the others are Arrow's writers)
 TEXT_FORMATS = ("table", "ndjson", "json")
 MAX_CELL = 48
@@ -48,6 +50,10 @@ def default_format() -> str:
     return "table" if sys.stdout.isatty() else "ndjson"
 
 
+class _Exact(Exception):
+    """Raised by the fast path at a value ``json`` cannot write exactly (a decimal)."""
+
+
 def _json_default(v: Any) -> Any:
     if isinstance(v, dt.datetime | dt.date | dt.time):
         return v.isoformat()
@@ -55,11 +61,55 @@ def _json_default(v: Any) -> Any:
         return v.total_seconds()
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
-    return str(v)  # decimals too
+    if type(v).__name__ == "Decimal":
+        raise _Exact  # its digits, not a float's rounding: the exact path writes it
+    return str(v)
 
 
-def to_json(v: Any) -> str:
-    return json.dumps(v, default=_json_default, ensure_ascii=False)
+def to_json(v: Any, indent: int | None = None) -> str:
+    """``v`` as JSON, numbers kept numbers: integers of any size as their digits,
+    decimals as their own digits (``12.30``, never a float's rounding), NaN and
+    infinities as ``null`` (JSON has none).
+
+    ``json`` writes the common row in C; a row holding a decimal or a non-finite
+    float takes the exact path, which writes numbers itself.
+    """
+    try:
+        return json.dumps(
+            v, default=_json_default, ensure_ascii=False, allow_nan=False, indent=indent
+        )
+    except (_Exact, ValueError):
+        return _exact(v, indent, 0)
+
+
+def _exact(v: Any, indent: int | None, level: int) -> str:
+    """JSON text of ``v``, writing numbers itself (see :func:`to_json`)."""
+    if v is None or isinstance(v, bool | str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if isinstance(v, float):
+        return float.__repr__(v) if math.isfinite(v) else "null"
+    if type(v).__name__ == "Decimal":
+        return str(v) if v.is_finite() else "null"  # Decimal's text is JSON's number
+    if isinstance(v, dict):
+        items = [
+            f"{json.dumps(str(k), ensure_ascii=False)}: {_exact(x, indent, level + 1)}"
+            for k, x in v.items()
+        ]
+        return _join("{", items, "}", indent, level)
+    if isinstance(v, list | tuple):
+        return _join("[", [_exact(x, indent, level + 1) for x in v], "]", indent, level)
+    return _exact(_json_default(v), indent, level)
+
+
+def _join(open_: str, items: list[str], close: str, indent: int | None, level: int) -> str:
+    if not items:
+        return open_ + close
+    if indent is None:
+        return open_ + ", ".join(items) + close
+    inner = "\n" + " " * (indent * (level + 1))
+    return open_ + inner + ("," + inner).join(items) + "\n" + " " * (indent * level) + close
 
 
 def write_tables(tables: Iterable[pa.Table], fmt: str, out: IO[bytes] | None = None) -> int:
@@ -94,6 +144,22 @@ def write_rows(listing: Rows, fmt: str, out: IO[bytes] | None = None) -> int:
     return _write_text(listing.names, listing.rows, fmt, out or sys.stdout.buffer)
 
 
+def write_dicts(
+    names: Sequence[str], rows: Sequence[dict[str, Any]], fmt: str, out: IO[bytes] | None = None
+) -> int:
+    """Write rows built in a command (``names``: the columns, in order) in ``fmt``:
+    text and JSON straight from the rows, the binary formats through Arrow (types
+    inferred from the values; the columns of no rows are strings)."""
+    _check(fmt)
+    if fmt in TEXT_FORMATS:
+        return _write_text(names, rows, fmt, out or sys.stdout.buffer)
+    if rows:
+        table = pa.Table.from_pylist([{n: r.get(n) for n in names} for r in rows])
+    else:
+        table = pa.table({n: pa.array([], pa.string()) for n in names})
+    return write_tables([table], fmt, out)
+
+
 def _check(fmt: str) -> None:
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown output format {fmt!r} (one of {', '.join(FORMATS)})")
@@ -112,7 +178,7 @@ def _write_text(
         whole = list(rows)
         count = len(whole)
         if fmt == "json":
-            stream.write(json.dumps(whole, default=_json_default, indent=2).encode())
+            stream.write(to_json(whole, indent=2).encode())
             stream.write(b"\n")
         else:
             stream.write(render_table(names, whole).encode())
@@ -142,6 +208,8 @@ def _flatten_nested(table: pa.Table) -> pa.Table:
 def _cell(v: Any) -> str:
     if v is None:
         return ""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # nan, inf: JSON's null would read as a missing value
     text = v if isinstance(v, str) else to_json(v)
     if isinstance(v, dt.datetime | dt.date):
         text = v.isoformat()

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import click
 
-from limno.cli._context import KEY_VALUE
+from limno.cli._context import KEY_VALUE, Context, format_option
+from limno.cli._output import write_dicts
 
 __all__ = ["COMMANDS", "spark"]
 
@@ -26,7 +27,8 @@ def spark() -> None:
 @click.option(
     "--master",
     default=None,
-    help="Spark master URL of the server (default: $LIMNO_SPARK_MASTER, else local[*]).",
+    help="Spark master URL of the server (default: $LIMNO_SPARK_MASTER, else the config's,"
+    " else local[*]).",
 )
 @click.option(
     "--conf",
@@ -47,7 +49,9 @@ def spark() -> None:
     default=None,
     help="Seconds to wait for the server to answer (default: 180).",
 )
+@click.pass_obj
 def start(
+    obj: Context,
     master: str | None,
     conf: Sequence[tuple[str, str]],
     port: int | None,
@@ -56,9 +60,10 @@ def start(
     """Start the server, wait until it answers, print its URL."""
     from limno.engines import spark_server
 
+    master, settings = obj.spark(master, conf)
     server = spark_server.start(
         master,
-        dict(conf),
+        settings,
         port,
         spark_server.START_TIMEOUT if timeout is None else timeout,
     )
@@ -70,11 +75,25 @@ def start(
 
 
 @spark.command()
-def status() -> None:
-    """Say whether the server is up: 'up URL (pid, master, log)' or 'down'."""
+@format_option
+@click.pass_obj
+def status(obj: Context, fmt: str | None) -> None:
+    """Say whether the server is up: 'up URL (pid, master, log)' or 'down'.
+
+    With a format (-f), one row: state, url, pid, master, log.
+    """
     from limno.engines import spark_server
 
     server = spark_server.running()
+    out = obj.listing_format(fmt)
+    if out is not None:
+        names = ("state", "url", "pid", "master", "log")
+        row: dict[str, object] = {"state": "down"}
+        if server is not None:
+            row = {"state": "up", "url": server.url, "pid": server.pid}
+            row |= {"master": server.master, "log": str(server.log)}
+        write_dicts(names, [row], out)
+        return
     if server is None:
         click.echo("down")
         return

@@ -6,8 +6,7 @@ moving a branch (a commit, merge or reset) or creating a branch or tag. Both sid
 meet in the pool's branch store (a journal store: every ref move is one
 compare-and-swap append), which also holds the ``gc`` entry::
 
-    {"epoch": n, "runs": {run-id: {"condemned": path, "lease": id, "started": iso}},
-     "trimmed": bool}
+    {"epoch": n, "runs": {run-id: {"lease": id, "started": iso}}, "trimmed": bool}
 
 A vacuum **run** (:mod:`limno.pools.vacuum`):
 
@@ -21,7 +20,10 @@ A vacuum **run** (:mod:`limno.pools.vacuum`):
 4. writes a tombstone ``<pool-id>/expired/<key>`` for each candidate still
    unreferenced, then deletes it — checking before each delete that its run is
    still registered;
-5. *finishes*: ``epoch + 1`` and the run removed.
+5. *finishes*: ``epoch + 1`` and the run removed, then its candidate list deleted
+   (a writer that read the state just before finds the list gone while its view
+   still shows the run: it reads the state again; a list missing while its run is
+   registered is corruption).
 
 A **writer** reads the epoch (a *ticket*) before it writes objects or reads the
 snapshot whose objects it will reference again, holds a lease while it writes
@@ -127,6 +129,16 @@ class _Busy(Exception):
         self.keys = keys
 
 
+class _Finished(Exception):
+    """A run the caller saw registered has finished since (internal): read the state
+    again. A run is unregistered before its candidate list is deleted, so a writer
+    whose view of the branch store is a moment old may find the list gone."""
+
+    def __init__(self, run: str) -> None:
+        super().__init__(run)
+        self.run = run
+
+
 class Gc:
     """Both sides of the protocol for one pool (see the module docstring)."""
 
@@ -152,13 +164,20 @@ class Gc:
         return f"{self.pool_id}/gc/{run}.json"
 
     def condemned(self, run: str) -> frozenset[str]:
-        """The candidate keys of a registered run (its list never changes)."""
+        """The candidate keys of a registered run (its list never changes).
+
+        Raises :class:`_Finished` if the list is gone because the run finished after
+        the caller read the state: only a list missing while its run is still
+        registered is corruption.
+        """
         cached = self._condemned.get(run)
         if cached is None:
             path = self.run_path(run)
             try:
                 keys = json.loads(self.storage.get(path))
             except NotFoundError as e:
+                if not self.registered(run):
+                    raise _Finished(run) from None
                 raise CorruptError(f"{path}: candidate list of vacuum run {run} is missing") from e
             except ValueError as e:
                 raise CorruptError(f"{path}: candidate list is not JSON") from e
@@ -183,7 +202,8 @@ class Gc:
     ) -> None:
         """Raise if landing a move that newly references ``new_keys()`` is unsafe now.
 
-        :class:`_Busy` means "wait for that run"; ConflictError means "never".
+        :class:`_Busy` means "wait for that run"; :class:`_Finished` means "``gc`` is
+        out of date, read it again"; ConflictError means "never".
         """
         keys: Collection[str] | None = None
         for run in sorted(gc.runs):
@@ -243,6 +263,10 @@ class Gc:
                 if self.on_wait is not None:
                     self.on_wait(busy.run, busy.keys)
                 time.sleep(min(0.25, 0.01 * 2 ** min(attempt, 5)))
+                attempt += 1
+                continue
+            except _Finished:
+                # at most once per run: the state read next no longer has it
                 attempt += 1
                 continue
             try:

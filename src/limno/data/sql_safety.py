@@ -19,8 +19,12 @@ than reading the pools it names:
 
 A locked connection (:func:`lock_down`) has no file system or network access, no
 extension installs or loads, no Python replacement scans, and a locked
-configuration, so nothing the SQL holds can change that. Refusals are
-:class:`~limno.errors.InvalidInputError` ``SQL: ... not allowed in safe mode: ...``.
+configuration, so nothing the SQL holds can change that.
+
+A statement that is well-formed but not allowed is refused with
+:class:`~limno.errors.ForbiddenError` (403) ``SQL: ... not allowed in safe mode:
+...``; one that does not parse, and a predicate that is not a row condition, with
+:class:`~limno.errors.InvalidInputError` (400).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any
 
 import duckdb
 
-from limno.errors import InvalidInputError
+from limno.errors import ForbiddenError, InvalidInputError
 
 __all__ = [
     "LOCKED_SETTINGS",
@@ -84,9 +88,9 @@ def sql_error(e: duckdb.Error) -> InvalidInputError:
     return InvalidInputError(f"SQL: {str(e).splitlines()[0]}")
 
 
-def refuse(what: str, why: str) -> InvalidInputError:
-    """The error of something safe mode does not allow."""
-    return InvalidInputError(f"SQL: {what} not allowed in safe mode: {why}")
+def refuse(what: str, why: str) -> ForbiddenError:
+    """The error of something safe mode does not allow (well-formed, so 403, not 400)."""
+    return ForbiddenError(f"SQL: {what} not allowed in safe mode: {why}")
 
 
 def safe_from_env() -> bool:
@@ -123,10 +127,14 @@ def check_query(sql: str) -> None:
     if len(statements) != 1:
         raise refuse(f"{len(statements)} statements", QUERY_FORMS)
     statement = statements[0]
-    if statement.type != duckdb.StatementType.SELECT:
+    try:
+        kind = statement.type
+    except ValueError as e:  # a statement type this DuckDB's Python API has no name for
+        raise refuse(_first_word(statement.query) or "the statement", QUERY_FORMS) from e
+    if kind != duckdb.StatementType.SELECT:
         word = _first_word(statement.query)
-        shown = word if word.isalpha() and word not in _QUERY_WORDS else statement.type.name
-        if statement.type == duckdb.StatementType.MULTI:
+        shown = word if word.isalpha() and word not in _QUERY_WORDS else kind.name
+        if kind == duckdb.StatementType.MULTI:
             shown = "a statement run as several (PIVOT without an IN list)"
         raise refuse(shown, QUERY_FORMS)
     for node in tree_nodes(parse_tree(sql)):
@@ -195,6 +203,10 @@ def _check_node(node: dict[str, Any]) -> None:
             raise refuse(f"table {name}", "a table is a pool ref or a meta table")
         if "/" in table or "\\" in table:
             raise refuse(f"file path {table!r}", "a table is a pool ref or a meta table")
+        if table.lower() in _catalog_names():  # its views show settings and the views made
+            raise refuse(f"DuckDB catalog table {table}", "a table is a pool ref or a meta table")
+    elif kind == "SHOW_REF" and node.get("show_type") not in ("DESCRIBE", "SUMMARY"):
+        raise refuse("SHOW", "DuckDB's catalog is not shown (DESCRIBE a table instead)")
     elif node.get("class") in ("FUNCTION", "WINDOW"):
         name = str(node.get("function_name", "")).lower()
         if name in _DENIED_FUNCTIONS or _reads_files(name):
@@ -259,6 +271,21 @@ def _table_only_names() -> frozenset[str]:
     """Names DuckDB knows only as table functions, table macros or pragmas."""
     kinds = _function_kinds()
     return frozenset(n for n, k in kinds.items() if k <= {"table", "table_macro", "pragma"})
+
+
+@functools.cache
+def _catalog_names() -> frozenset[str]:
+    """DuckDB's own views an unqualified name can reach (``duckdb_tables``,
+    ``pg_settings``...): a safe query may not read them, only what limno made."""
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            "SELECT lower(view_name) FROM duckdb_views()"
+            " WHERE internal AND schema_name IN ('main', 'pg_catalog')"  # on the search path
+        ).fetchall()
+    finally:
+        con.close()
+    return frozenset(name for (name,) in rows)
 
 
 @functools.cache

@@ -18,11 +18,22 @@ In safe mode (``query(..., safe=True)``, the CLI's ``query --safe``, and what a
 server must use for SQL it did not write) the statement must be one read-only
 query, and runs on a connection locked after the views are made, reading no file
 but the snapshots' own objects (:mod:`limno.data.sql_safety`).
+
+``readable`` (a server passes the caller's grants) says which pools the SQL may
+name: a pool ref or pool meta table of any other pool is refused with
+:class:`~limno.errors.ForbiddenError` naming the pool, before anything is read,
+and the lake's ``":pools"`` lists only the readable pools. ``limits``
+(:class:`~limno.engines.query_limits.QueryLimits`) stop a query at a time
+limit and refuse an answer past a row or byte limit.
+
+A pool with no rows and no declared columns (created, nothing loaded) reads as
+an empty table of its key fields, so ``count(*)`` is 0 and ``SELECT *`` has no rows.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,7 +44,13 @@ from limno.data.objects import DataObject, data_path
 from limno.data.plain_types import map_types
 from limno.data.sql_ranges import key_conditions
 from limno.data.sql_safety import check_query, lock_down, sql_error
-from limno.engines.table_names import MetaTableName, parse_table_name
+from limno.engines.query_limits import QueryLimits, Watchdog
+from limno.engines.table_names import (
+    MetaTableName,
+    check_readable,
+    parse_table_name,
+    readable_pools,
+)
 from limno.errors import LimnoError, NotFoundError, damaged_object
 from limno.pools.records.sql_source import SnapshotSource, snapshot_source
 
@@ -52,34 +69,78 @@ class _Read:
     source: SnapshotSource
 
 
-def query(lake: Lake, sql: str, *, safe: bool = False) -> pa.Table:
+#: rows per batch when an answer is read against a row or byte limit
+_BATCH_ROWS = 8192
+
+
+def query(
+    lake: Lake,
+    sql: str,
+    *,
+    safe: bool = False,
+    limits: QueryLimits | None = None,
+    readable: Callable[[str], bool] | None = None,
+) -> pa.Table:
     """Run ``sql`` over the lake's pools; returns an Arrow table.
 
     ``safe`` (for SQL that may come from someone else) allows one read-only
     query with no file, network, extension or settings access; without it this
-    is DuckDB with the pools registered, for your own SQL.
+    is DuckDB with the pools registered, for your own SQL. ``limits``: time,
+    row and byte limits (None: none). ``readable(pool_name)``: whether the SQL
+    may read that pool (None: every pool); see the module docstring.
     """
     if safe:
         check_query(sql)
     try:
-        names = duckdb.get_table_names(sql)
+        names = sorted(duckdb.get_table_names(sql))
     except duckdb.Error as e:
         raise sql_error(e) from e
+    if readable is not None:
+        for name in names:
+            check_readable(name, readable)
+    limits = limits or QueryLimits()
     # a safe query locks its connection for good: it gets a DuckDB instance of its own
     con = duckdb.connect() if safe else _shared().cursor()
     reads: list[_Read] = []
+    watchdog = Watchdog(limits.timeout, con.interrupt)
     try:
-        for i, name in enumerate(sorted(names)):
-            read = _register(con, lake, sql, name, f"__limno_merged_{i}")
-            if read is not None:
-                reads.append(read)
-        if safe:
-            lock_down(con, [f for r in reads for f in r.source.files])
-        return con.sql(sql).to_arrow_table()
-    except duckdb.Error as e:
-        raise _read_error(e, reads) from e
+        with watchdog:
+            for i, name in enumerate(names):
+                read = _register(con, lake, sql, name, f"__limno_merged_{i}", readable)
+                if read is not None:
+                    reads.append(read)
+            if safe:
+                lock_down(con, [f for r in reads for f in r.source.files])
+            if watchdog.fired:  # before DuckDB ran the statement
+                raise limits.timed_out()
+            return _answer(con, sql, limits)
+    except (duckdb.Error, OSError) as e:  # pyarrow's reader words an interrupt as OSError
+        if watchdog.fired:
+            raise limits.timed_out() from e
+        if isinstance(e, duckdb.Error):
+            raise _read_error(e, reads) from e
+        raise
     finally:
         con.close()
+
+
+def _answer(con: duckdb.DuckDBPyConnection, sql: str, limits: QueryLimits) -> pa.Table:
+    """The statement's answer; read in batches, and no further than a limit, when
+    ``limits`` has a row or byte limit."""
+    if limits.max_rows is None and limits.max_bytes is None:
+        return con.sql(sql).to_arrow_table()
+    reader = con.sql(sql).to_arrow_reader(_BATCH_ROWS)
+    try:
+        batches: list[pa.RecordBatch] = []
+        rows = nbytes = 0
+        for batch in reader:
+            batches.append(batch)
+            rows += batch.num_rows
+            nbytes += batch.nbytes
+            limits.check_answer(rows, nbytes)
+        return pa.Table.from_batches(batches, reader.schema)
+    finally:
+        reader.close()
 
 
 @functools.cache
@@ -102,15 +163,24 @@ def resolve_table(lake: Lake, name: str) -> pa.Table:
 
 
 def _register(
-    con: duckdb.DuckDBPyConnection, lake: Lake, sql: str, name: str, hidden: str
+    con: duckdb.DuckDBPyConnection,
+    lake: Lake,
+    sql: str,
+    name: str,
+    hidden: str,
+    readable: Callable[[str], bool] | None = None,
 ) -> _Read | None:
     """Make ``name`` a view of what it stands for; the pool snapshot it reads, if any.
 
-    ``hidden`` names the rows limno merged, when the view also reads files.
+    ``hidden`` names the rows limno merged, when the view also reads files;
+    ``readable`` filters the lake's ``":pools"``.
     """
     parsed = parse_table_name(name)
     if isinstance(parsed, MetaTableName):
-        con.register(name, lake.meta_table(parsed.owner, parsed.table))
+        meta = lake.meta_table(parsed.owner, parsed.table)
+        if readable is not None:
+            meta = readable_pools(name, meta, readable)
+        con.register(name, meta)
         return None
     pool = lake.pool(parsed.pool)
     first = pool.key.fields[0].path
@@ -118,7 +188,11 @@ def _register(
     source = snapshot_source(pool, parsed.ref, None, conditions, readable=reads_alike)
     if not source.files:
         assert source.merged is not None
-        con.register(name, _presentable(source.merged))
+        merged = source.merged
+        if merged.num_columns == 0:  # nothing loaded yet: DuckDB takes no table without columns
+            keys = dict.fromkeys(f.path[0] for f in pool.key.fields)
+            merged = pa.table({k: pa.nulls(0) for k in keys})
+        con.register(name, _presentable(merged))
         return None
     read = _Read(pool, source)
     if source.filesystem is None:

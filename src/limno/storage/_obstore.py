@@ -65,7 +65,12 @@ def _call(path: str, fn: Callable[[], T], action: str = "access", where: str = "
     /lake/pools/3: permission denied``, ``...: no space left on device``.
     """
     try:
-        return fn()
+        try:
+            return fn()
+        except Exception as e:
+            if _NO_SUCH_BUCKET in str(e):
+                raise _no_bucket(str(e), path, where) from e
+            raise
     except LimnoError:
         raise
     except (oe.NotFoundError, FileNotFoundError) as e:
@@ -85,6 +90,21 @@ def _call(path: str, fn: Callable[[], T], action: str = "access", where: str = "
         code = _OS_ERROR.search(text)
         reason = os_reason(int(code.group(1))) if code else _first_line(text, e)
         raise StorageError(f"cannot {action} {where or path}: {reason}") from e
+
+
+#: S3's error code for a request to a bucket that does not exist (in the response body)
+_NO_SUCH_BUCKET = "<Code>NoSuchBucket</Code>"
+
+
+def _no_bucket(text: str, path: str, where: str) -> InvalidInputError:
+    """``s3://nosuch/lake: bucket 'nosuch' does not exist``: the lake location is wrong,
+    which a bare 404 ("object not found: pools/TAIL") would hide."""
+    uri = where or path
+    if where.endswith("/" + path.strip("/")):
+        uri = where[: len(where) - len(path.strip("/"))].rstrip("/")
+    found = re.search(r"<BucketName>([^<]*)</BucketName>", text)
+    bucket = found.group(1) if found else uri.split("://", 1)[-1].split("/", 1)[0]
+    return InvalidInputError(f"{uri}: bucket {bucket!r} does not exist")
 
 
 def _first_line(text: str, err: BaseException) -> str:

@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from limno.core.refs import parse_pool_ref
 from limno.data.sql_safety import NO_ACCESS, QUERY_FORMS, refuse, tree_nodes
+from limno.engines.query_limits import QueryLimits
+from limno.engines.table_names import check_readable, readable_pools
 from limno.errors import InvalidInputError
 
 from ._connect import query_session, release
@@ -84,13 +87,22 @@ _ANALYSIS = "org.apache.spark.sql.catalyst.analysis."
 _QUERY_WORDS = frozenset({"", "WITH", "SELECT", "FROM", "VALUES", "TABLE"})
 
 
-def table(lake: Lake, name: str, spark: SparkSession | None = None) -> DataFrame:
-    """The DataFrame a SQL table name stands for (see the module docstring)."""
+def table(
+    lake: Lake,
+    name: str,
+    spark: SparkSession | None = None,
+    readable: Callable[[str], bool] | None = None,
+) -> DataFrame:
+    """The DataFrame a SQL table name stands for (see the module docstring);
+    ``readable`` filters the lake's ``":pools"``."""
 
     spark = session(spark=spark)
     ref, sep, meta = name.rpartition(":")
     if sep:
-        return spark.createDataFrame(lake.meta_table(ref, meta))
+        rows = lake.meta_table(ref, meta)
+        if readable is not None:
+            rows = readable_pools(name, rows, readable)
+        return spark.createDataFrame(rows)
     pool_name, at = parse_pool_ref(name)
     return read(lake.pool(pool_name), at, spark=spark)
 
@@ -100,31 +112,47 @@ def _view(name: str) -> str:
 
 
 def sql(
-    lake: Lake, statement: str, spark: SparkSession | None = None, *, safe: bool = False
+    lake: Lake,
+    statement: str,
+    spark: SparkSession | None = None,
+    *,
+    safe: bool = False,
+    readable: Callable[[str], bool] | None = None,
 ) -> DataFrame:
     """A Spark DataFrame of ``statement`` over the lake's pools.
 
     ``safe`` (for SQL that may come from someone else) allows exactly one query
-    that reads pools and meta tables only (see the module docstring).
+    that reads pools and meta tables only (see the module docstring);
+    ``readable(pool)`` which pools it may name, as for the local engine.
     """
-    return _frame(lake, statement, spark, safe)[0]
+    return _frame(lake, statement, spark, safe, readable)[0]
 
 
 def _frame(
-    lake: Lake, statement: str, spark: SparkSession | None, safe: bool
+    lake: Lake,
+    statement: str,
+    spark: SparkSession | None,
+    safe: bool,
+    readable: Callable[[str], bool] | None = None,
 ) -> tuple[DataFrame, SparkSession]:
     """The DataFrame of ``statement`` and the session it was made from."""
     # safe mode's checks need Spark's parser, in a JVM of this process: never Connect
     base = session(spark=spark, remote=False if safe else None)
     s = query_session(base)
     try:
-        return _sql(lake, statement, s, safe), base
+        return _sql(lake, statement, s, safe, readable), base
     except BaseException:
         release(s, base)
         raise
 
 
-def _sql(lake: Lake, statement: str, s: SparkSession, safe: bool) -> DataFrame:
+def _sql(
+    lake: Lake,
+    statement: str,
+    s: SparkSession,
+    safe: bool,
+    readable: Callable[[str], bool] | None = None,
+) -> DataFrame:
     for k, v in QUERY_CONF.items():
         s.conf.set(k, v)
     if safe:
@@ -133,7 +161,9 @@ def _sql(lake: Lake, statement: str, s: SparkSession, safe: bool) -> DataFrame:
     registered: set[str] = set()
 
     def register(name: str) -> None:
-        table(lake, name, s).createOrReplaceTempView(_view(name))
+        if readable is not None:
+            check_readable(name, readable)
+        table(lake, name, s, readable).createOrReplaceTempView(_view(name))
         registered.add(name.lower())
 
     for name in _duckdb_names(statement):
@@ -153,16 +183,30 @@ def _sql(lake: Lake, statement: str, s: SparkSession, safe: bool) -> DataFrame:
 
 
 def query(
-    lake: Lake, statement: str, spark: SparkSession | None = None, *, safe: bool = False
+    lake: Lake,
+    statement: str,
+    spark: SparkSession | None = None,
+    *,
+    safe: bool = False,
+    limits: QueryLimits | None = None,
+    readable: Callable[[str], bool] | None = None,
 ) -> pa.Table:
     """Run ``statement`` on Spark; the answer as an Arrow table (like the local engine).
 
-    ``safe`` as for :func:`sql`.
+    ``safe`` and ``readable`` as for :func:`sql`. Of ``limits`` only ``max_rows``
+    and ``max_bytes`` apply (no more than ``max_rows + 1`` rows are collected);
+    Spark queries have no time limit.
     """
-    df, base = _frame(lake, statement, spark, safe)
+    df, base = _frame(lake, statement, spark, safe, readable)
     try:
         with translate_errors("SQL", sql=True):
-            return df.toArrow()
+            if limits is not None and limits.max_rows is not None:
+                answer = df.limit(limits.max_rows + 1).toArrow()
+            else:
+                answer = df.toArrow()
+        if limits is not None:
+            limits.check_answer(answer.num_rows, answer.nbytes)
+        return answer
     finally:
         release(df.sparkSession, base)
 

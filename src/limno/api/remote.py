@@ -1,0 +1,523 @@
+"""The lake interface over HTTP: a client of ``limno serve``.
+
+``Lake.open("http://host:9867")`` (``--lake``, ``LIMNO_LAKE``) gives a
+:class:`RemoteLake`; its pools are :class:`RemotePool`. Every operation is one
+request (see the routes of :mod:`limno.server`), values cross the wire in the
+forms of :mod:`limno.api.wire`, and a failure comes back as the exception the
+server raised, with its message: the CLI prints the same line either way.
+
+Data streams both ways in bounded memory. ``load`` and ``add`` send files (and
+stdin) as they read them, and Arrow tables as an IPC stream; ``iter_scan`` yields
+tables as the server's Arrow IPC stream arrives. pyarrow is imported only by the
+operations that move data, so ``limno ls`` and ``log`` against a server load
+neither it nor the pool layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from limno.api import remote_http, wire
+from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, Source, register
+from limno.config import lake_location
+from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
+from limno.pools.vacuum import DEFAULT_GRACE
+
+if TYPE_CHECKING:
+    import threading
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from limno.core.commits import Commit
+    from limno.core.hooks import HookSpec
+    from limno.core.versioning import DiffEntry, MergeResult
+    from limno.data.objects import DataObject
+    from limno.data.typed_schema import TypedSchema
+    from limno.engines.query_limits import QueryLimits
+    from limno.faults import Fault
+    from limno.pools.records.compaction import JobResult
+    from limno.pools.registry import PoolConfig
+    from limno.pools.vacuum import Retention, VacuumReport
+else:
+    pa = lazy_module("pyarrow")
+    ipc = lazy_module("pyarrow.ipc")
+
+__all__ = ["RemoteLake", "RemotePool"]
+
+#: limno's framing of several sources in one upload (limno.server.uploads)
+PARTS = "application/vnd.limno.parts"
+_CHUNK = 1 << 20
+_END = (0).to_bytes(4, "big")
+
+
+class RemoteLake(Lake):
+    """A lake behind ``limno serve``, at ``http(s)://host:port``."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url.rstrip("/")
+        self._http = remote_http.Connection(self._url)
+
+    @property
+    def uri(self) -> str:
+        return self._url
+
+    @classmethod
+    def open(cls, location: str | None = None) -> RemoteLake:
+        return cls(lake_location(location))
+
+    @classmethod
+    def init(cls, location: str | None = None) -> RemoteLake:
+        where = lake_location(location)
+        raise InvalidInputError(
+            f"{where}: a server serves a lake that exists; create one where it runs"
+            " ('limno --lake PATH init')"
+        )
+
+    def close(self) -> None:
+        """Close the connections (also done when the lake is garbage collected)."""
+        self._http.close()
+
+    def __enter__(self) -> RemoteLake:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def list_pools(self) -> list[PoolConfig]:
+        return [wire.config_from_json(d) for d in self._http.call("GET", "/v1/pools")]
+
+    def pool(self, name: str) -> RemotePool:
+        config = wire.config_from_json(self._http.call("GET", f"/v1/pools/{_seg(name)}"))
+        return RemotePool(self._http, config)
+
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> RemotePool:
+        body = {
+            "name": name,
+            "key": key,
+            "kind": kind,
+            "target_size": target_size,
+            "schema": wire.schema_to_json(schema),
+            "author": author,
+            "iterators": list(iterators),
+            "split_threshold": split_threshold,
+            "compaction": None if compaction is None else dict(compaction),
+            "retention": wire.retention_to_json(retention),
+        }
+        config = wire.config_from_json(self._http.call("POST", "/v1/pools", body=body))
+        return RemotePool(self._http, config)
+
+    def drop_pool(self, name: str) -> PoolConfig:
+        return wire.config_from_json(self._http.call("DELETE", f"/v1/pools/{_seg(name)}"))
+
+    def rename_pool(self, old: str, new: str) -> PoolConfig:
+        done = self._http.call("POST", f"/v1/pools/{_seg(old)}/rename", body={"name": new})
+        return wire.config_from_json(done)
+
+    def verify(self, pool: str | None = None, deep: bool = False) -> Iterator[Fault]:
+        faults = self._http.call("GET", "/v1/verify", {"pool": pool, "deep": deep})
+        yield from (wire.fault_from_json(f) for f in faults)
+
+    def meta_table(self, ref: str, name: str) -> pa.Table:
+        return self._http.table("GET", "/v1/meta", {"ref": ref, "name": name})
+
+    def manage(
+        self,
+        pools: Sequence[str] = (),
+        once: bool = False,
+        interval: dt.timedelta = dt.timedelta(seconds=60),
+        grace: dt.timedelta = DEFAULT_GRACE,
+        stop: threading.Event | None = None,
+        log: Callable[[str], None] = lambda message: None,
+    ) -> int:
+        raise InvalidInputError("manage runs next to the lake, not through a server")
+
+    def query(
+        self,
+        sql: str,
+        *,
+        engine: Engine = "local",
+        safe: bool = False,
+        spark_master: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+        limits: QueryLimits | None = None,
+        readable: Callable[[str], bool] | None = None,
+    ) -> pa.Table:
+        """SQL run by the server (which may cap ``limits`` and decides what is readable)."""
+        if readable is not None:
+            raise InvalidInputError("a server decides which pools a query reads, not its client")
+        body = {
+            "sql": sql,
+            "engine": engine,
+            "safe": safe,
+            "spark_master": spark_master,
+            "spark_conf": dict(spark_conf or {}),
+            "limits": None if limits is None else wire.limits_to_json(limits),
+        }
+        return self._http.table("POST", "/v1/query", body=body)
+
+
+def _seg(text: str) -> str:
+    """``text`` as one segment of a URL path."""
+    return quote(text, safe="")
+
+
+class RemotePool(Pool):
+    """A pool of a lake behind ``limno serve``, addressed by its id (renames keep it)."""
+
+    def __init__(self, http: remote_http.Connection, config: PoolConfig) -> None:
+        self._http = http
+        self.config = config
+        self._path = f"/v1/pools/{_seg(config.id)}"
+
+    def _call(self, method: str, op: str, params: Any = None, body: Any = None) -> Any:
+        return self._http.call(method, f"{self._path}/{op}", params, body)
+
+    # -- refs and history ------------------------------------------------------------------
+    def branches(self) -> dict[str, str]:
+        return dict(self._call("GET", "branches"))
+
+    def tags(self) -> dict[str, str]:
+        return dict(self._call("GET", "tags"))
+
+    def branch(self, name: str, from_ref: str | None = None) -> str:
+        return str(
+            self._call("POST", "branches", body={"name": name, "from_ref": from_ref})["commit"]
+        )
+
+    def delete_branch(self, name: str) -> str:
+        return str(self._call("DELETE", f"branches/{quote(name)}")["commit"])
+
+    def tag(self, name: str, from_ref: str | None = None) -> str:
+        return str(self._call("POST", "tags", body={"name": name, "from_ref": from_ref})["commit"])
+
+    def delete_tag(self, name: str) -> str:
+        return str(self._call("DELETE", f"tags/{quote(name)}")["commit"])
+
+    def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
+        params = {"ref": ref, "as_of": wire.time_to_json(as_of)}
+        return str(self._call("GET", "resolve", params)["commit"])
+
+    def log(
+        self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
+    ) -> list[Commit]:
+        params = {"ref": ref, "limit": limit, "first_parent": first_parent}
+        return [wire.commit_from_json(c) for c in self._call("GET", "log", params)]
+
+    def merge(
+        self,
+        source: str,
+        into: str = "main",
+        strategy: str = "fail",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        fast_forward: bool = True,
+    ) -> MergeResult:
+        body = {
+            "source": source,
+            "into": into,
+            "strategy": strategy,
+            "message": message,
+            "author": author,
+            "meta": None if meta is None else dict(meta),
+            "fast_forward": fast_forward,
+        }
+        return wire.merge_from_json(self._call("POST", "merge", body=body))
+
+    def diff(self, old: str, new: str | None = None, three_dot: bool = False) -> list[DiffEntry]:
+        params = {"old": old, "new": new, "three_dot": three_dot}
+        return [wire.diff_from_json(e) for e in self._call("GET", "diff", params)]
+
+    def cherry_pick(self, commit: str, branch: str = "main", strategy: str = "fail") -> Commit:
+        body = {"commit": commit, "branch": branch, "strategy": strategy}
+        return wire.commit_from_json(self._call("POST", "cherry-pick", body=body))
+
+    def reset(self, branch: str, ref: str) -> tuple[str, str]:
+        done = self._call("POST", "reset", body={"branch": branch, "ref": ref})
+        return str(done["old"]), str(done["new"])
+
+    def revert(
+        self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        body = {"commit": commit_id, "branch": branch, "message": message, "author": author}
+        return wire.commit_from_json(self._call("POST", "revert", body=body))
+
+    # -- hooks -----------------------------------------------------------------------------
+    def hook_specs(self) -> list[HookSpec]:
+        return [wire.hook_from_json(h) for h in self._call("GET", "hooks")]
+
+    def add_hook(self, spec: HookSpec) -> None:
+        self._call("POST", "hooks", body=wire.hook_to_json(spec))
+
+    def remove_hook(self, name: str) -> None:
+        self._call("DELETE", f"hooks/{_seg(name)}")
+
+    # -- writing ---------------------------------------------------------------------------
+    def load(
+        self,
+        sources: Iterable[Source],
+        fmt: str | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        engine: Engine = "local",
+        spark_master: str | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+    ) -> Commit:
+        params = {
+            "branch": branch,
+            "fmt": fmt,
+            "message": message,
+            "author": author,
+            "meta": None if meta is None else json.dumps(dict(meta)),
+            "engine": engine,
+            "spark_master": spark_master,
+            "spark_conf": json.dumps(dict(spark_conf or {})),
+        }
+        return wire.commit_from_json(self._upload("load", sources, params))
+
+    def add(
+        self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
+    ) -> list[DataObject]:
+        done = self._upload("add", sources, {"branch": branch, "fmt": fmt})
+        return [wire.object_from_json(o) for o in done]
+
+    def _upload(self, op: str, sources: Iterable[Source], params: dict[str, Any]) -> Any:
+        """Send ``sources`` as one framed body (limno.server.uploads), read as sent."""
+        with contextlib.ExitStack() as stack:
+            parts: list[tuple[str, str, Callable[[], Iterator[bytes]]]] = []
+            for i, source in enumerate(sources):
+                if isinstance(source, str):
+                    stream = _open_input(source, stack)
+                    parts.append((source, "file", lambda s=stream: _file_chunks(s)))  # type: ignore[misc]
+                else:
+                    parts.append((f"table-{i}", "table", lambda t=source: _table_chunks(t)))  # type: ignore[misc]
+            if not parts:
+                raise InvalidInputError("nothing to load: name at least one source")
+            params["parts"] = json.dumps([{"name": n, "kind": k} for n, k, _ in parts])
+
+            def body() -> Iterator[bytes]:
+                for _, _, chunks in parts:
+                    for chunk in chunks():
+                        if chunk:
+                            yield len(chunk).to_bytes(4, "big")
+                            yield chunk
+                    yield _END
+
+            headers = {"Content-Type": PARTS}
+            path = f"{self._path}/{op}"
+            with self._http.stream("POST", path, params, content=body(), headers=headers) as r:
+                return json.loads(r.read())
+
+    def staged(self, branch: str = "main") -> list[DataObject]:
+        return [wire.object_from_json(o) for o in self._call("GET", "staged", {"branch": branch})]
+
+    def unstage(self, ids: Sequence[str], branch: str = "main") -> None:
+        self._call("POST", "unstage", body={"ids": list(ids), "branch": branch})
+
+    def commit(
+        self,
+        ids: Sequence[str] | None = None,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Commit:
+        body = {
+            "ids": None if ids is None else list(ids),
+            "branch": branch,
+            "message": message,
+            "author": author,
+            "meta": None if meta is None else dict(meta),
+        }
+        return wire.commit_from_json(self._call("POST", "commit", body=body))
+
+    def delete_objects(
+        self, ids: Sequence[str], branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        body = {"ids": list(ids), "branch": branch, "message": message, "author": author}
+        return wire.commit_from_json(self._call("POST", "delete-objects", body=body))
+
+    def delete_where(
+        self, predicate: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        body = {"predicate": predicate, "branch": branch, "message": message, "author": author}
+        return wire.commit_from_json(self._call("POST", "delete-where", body=body))
+
+    # -- reading ---------------------------------------------------------------------------
+    def iter_scan(
+        self,
+        ref: str | None = None,
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
+        as_of: dt.datetime | None = None,
+    ) -> Iterator[pa.Table]:
+        params = {
+            "ref": ref,
+            "start": None if start is None else json.dumps(wire.value_to_json(start)),
+            "end": None if end is None else json.dumps(wire.value_to_json(end)),
+            "order": order,
+            "limit": limit,
+            "as_of": wire.time_to_json(as_of),
+        }
+        it = self._http.batches("GET", f"{self._path}/scan", params)
+        next(it)  # the schema: a scan yields only tables with rows
+        for batch in it:
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch])
+
+    def scan(
+        self,
+        ref: str | None = None,
+        start: Any = None,
+        end: Any = None,
+        order: str = "asc",
+        limit: int | None = None,
+        as_of: dt.datetime | None = None,
+    ) -> pa.Table:
+        tables = list(self.iter_scan(ref, start, end, order, limit, as_of))
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
+        body = {"keys": [wire.value_to_json(k) for k in keys], "ref": ref}
+        return self._http.table("POST", f"{self._path}/get", body=body)
+
+    def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
+        params = {"ref": ref, "as_of": wire.time_to_json(as_of)}
+        return [wire.object_from_json(o) for o in self._call("GET", "objects", params)]
+
+    def meta_table(self, name: str, ref: str | None = None) -> pa.Table:
+        return self._http.table("GET", f"{self._path}/meta/{_seg(name)}", {"ref": ref})
+
+    # -- maintenance -----------------------------------------------------------------------
+    def compact(
+        self,
+        ids: Sequence[str] = (),
+        branch: str = "main",
+        strategy: str | None = None,
+        message: str = "",
+        author: str | None = None,
+        *,
+        engine: Engine = "local",
+    ) -> tuple[Commit | None, list[JobResult]]:
+        body = {
+            "ids": list(ids),
+            "branch": branch,
+            "strategy": strategy,
+            "message": message,
+            "author": author,
+            "engine": engine,
+        }
+        done = self._call("POST", "compact", body=body)
+        commit = None if done["commit"] is None else wire.commit_from_json(done["commit"])
+        return commit, [wire.job_from_json(r) for r in done["results"]]
+
+    def split(self, partition: str, branch: str = "main", at: Any = None) -> Commit | None:
+        body = {"partition": partition, "branch": branch, "at": wire.value_to_json(at)}
+        done = self._call("POST", "split", body=body)
+        return None if done["commit"] is None else wire.commit_from_json(done["commit"])
+
+    def vacuum(
+        self,
+        grace: dt.timedelta | None = None,
+        dry_run: bool = False,
+        retention: Retention = None,
+    ) -> VacuumReport:
+        body = {
+            "grace": wire.retention_to_json(grace),
+            "dry_run": dry_run,
+            "retention": wire.retention_to_json(retention),
+        }
+        return wire.vacuum_from_json(self._call("POST", "vacuum", body=body))
+
+    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+        import base64
+
+        reports = self._call("GET", "status", {"ref": ref, "limit": limit})
+        return {
+            title: ipc.open_stream(base64.b64decode(data)).read_all()
+            for title, data in reports.items()
+        }
+
+
+# -- the sources of an upload -----------------------------------------------------------------
+
+
+def _open_input(path: str, stack: contextlib.ExitStack) -> IO[bytes]:
+    """An input file opened for sending (stdin for ``-``), failing as a local load does."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return stack.enter_context(open(path, "rb"))  # noqa: SIM115 -- closed by the stack
+    except FileNotFoundError:
+        raise InvalidInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InvalidInputError(f"{path}: is a directory") from None
+    except OSError as e:
+        raise InvalidInputError(f"{path}: cannot open ({e.strerror or e})") from None
+
+
+def _file_chunks(stream: IO[bytes]) -> Iterator[bytes]:
+    """What the file holds, sent as it is read (a pipe's bytes as soon as they come)."""
+    read = getattr(stream, "read1", stream.read)
+    while chunk := read(_CHUNK):
+        yield chunk
+
+
+class _Sink:
+    """A write-only file collecting what Arrow's IPC writer writes."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: Any) -> int:
+        self.parts.append(bytes(data))
+        return len(self.parts[-1])
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
+
+
+def _table_chunks(table: pa.Table | pa.RecordBatch) -> Iterator[bytes]:
+    """An Arrow table as an IPC stream, batch by batch."""
+    sink = _Sink()
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    with ipc.new_stream(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=65536):
+            writer.write_batch(batch)
+            yield sink.take()
+    yield sink.take()
+
+
+register(("http", "https"), RemoteLake)

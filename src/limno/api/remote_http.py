@@ -1,0 +1,223 @@
+"""The HTTP side of the client of ``limno serve``: one place that builds the connection.
+
+Credentials, TLS and timeouts are decided here, for every request the client makes:
+
+- ``LIMNO_ACCESS_KEY_ID`` and ``LIMNO_SECRET_ACCESS_KEY``, when both are set, go
+  with every request as HTTP Basic credentials;
+- ``LIMNO_CA_BUNDLE`` names a CA file for servers with a private certificate;
+- a connection attempt gives up after 10 s (``LIMNO_CONNECT_TIMEOUT``); answers may
+  take as long as the work (a compaction runs on the server while the client waits).
+
+:class:`Connection` makes the requests: JSON answers, and Arrow IPC answers read
+batch by batch as they arrive. A problem response (RFC 9457, see
+:mod:`limno.server.problems`) becomes the
+exception the server raised, with its message; a server that cannot be reached, or
+that ends an answer early, is a :class:`~limno.errors.StorageError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from limno import errors
+from limno.errors import InvalidInputError, LimnoError, StorageError
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+else:
+    pa = lazy_module("pyarrow")
+    ipc = lazy_module("pyarrow.ipc")
+
+__all__ = ["ARROW", "Connection", "client", "raise_problem", "transport_errors"]
+
+#: what the client asks results in (limno.server.formats)
+ARROW = "application/vnd.apache.arrow.stream"
+
+#: the exception of a status, for an answer that does not name one
+_BY_STATUS: dict[int, type[LimnoError]] = {
+    400: errors.InvalidInputError,
+    404: errors.NotFoundError,
+    406: errors.InvalidInputError,
+    409: errors.ConflictError,
+    412: errors.PreconditionFailedError,
+    503: errors.StorageError,
+}
+
+
+def client(base_url: str) -> httpx.Client:
+    """A connection pool to the server at ``base_url``, with the caller's credentials."""
+    key_id = os.environ.get("LIMNO_ACCESS_KEY_ID")
+    secret = os.environ.get("LIMNO_SECRET_ACCESS_KEY")
+    auth = httpx.BasicAuth(key_id, secret) if key_id and secret else None
+    try:
+        connect = float(os.environ.get("LIMNO_CONNECT_TIMEOUT") or 10)
+    except ValueError:
+        raise InvalidInputError("LIMNO_CONNECT_TIMEOUT must be a number of seconds") from None
+    # plain http never uses TLS (redirects are not followed): skip loading CA certificates,
+    # a tenth of a second of every command's start
+    tls = base_url.lower().startswith("https:")
+    verify: Any = (os.environ.get("LIMNO_CA_BUNDLE") or True) if tls else False
+    return httpx.Client(
+        base_url=base_url,
+        auth=auth,
+        verify=verify,
+        timeout=httpx.Timeout(None, connect=connect),
+        headers={"User-Agent": "limno"},
+        trust_env=True,
+    )
+
+
+def raise_problem(response: httpx.Response) -> None:
+    """Raise the error a failed answer stands for (nothing for a success)."""
+    if response.status_code < 400:
+        return
+    try:
+        doc = json.loads(response.read())
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        doc = {}
+    detail = str(doc.get("detail") or f"HTTP {response.status_code} from {response.url}")
+    found = getattr(errors, str(doc.get("error", "")), None)
+    if isinstance(found, type) and issubclass(found, LimnoError):
+        cls: type[LimnoError] = found
+    else:
+        cls = _BY_STATUS.get(response.status_code, LimnoError)
+    err = cls.__new__(cls)
+    Exception.__init__(err, detail)
+    for field in ("path", "pool", "reason"):
+        if isinstance(doc.get(field), str):
+            setattr(err, field, doc[field])
+    raise err
+
+
+@contextlib.contextmanager
+def transport_errors(url: str) -> Iterator[None]:
+    """Failures to talk to the server, worded as one line (StorageError)."""
+    try:
+        yield
+    except httpx.ConnectError as e:
+        raise StorageError(f"cannot reach limno server {url}: {_reason(e)}") from None
+    except httpx.TimeoutException as e:
+        raise StorageError(f"limno server {url} did not answer in time ({_reason(e)})") from None
+    except httpx.TransportError as e:
+        raise StorageError(f"limno server {url} ended an answer early: {_reason(e)}") from None
+
+
+def _reason(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+class Connection:
+    """Requests to one server, over one pool of connections (closed with its owner)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = client(url)
+        self._closer = weakref.finalize(self, self.client.close)
+
+    def close(self) -> None:
+        self._closer()
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+    ) -> Any:
+        """One request with a JSON body (or none); the JSON answer."""
+        with self.stream(method, path, params, body) as response:
+            return json.loads(response.read())
+
+    @contextlib.contextmanager
+    def stream(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        *,
+        content: Iterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Iterator[httpx.Response]:
+        """An answer whose body is read as it arrives (raised as an error if it is one)."""
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        with (
+            transport_errors(self.url),
+            self.client.stream(
+                method,
+                path,
+                params=query,
+                json=body,
+                content=content,
+                headers=dict(headers or {}),
+            ) as response,
+        ):
+            raise_problem(response)
+            yield response
+
+    def batches(
+        self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Any = None
+    ) -> Iterator[pa.RecordBatch | pa.Schema]:
+        """The schema of an Arrow IPC answer, then its batches as they arrive."""
+        with (
+            self.stream(method, path, params, body, headers={"Accept": ARROW}) as response,
+            transport_errors(self.url),
+        ):
+            try:
+                reader = ipc.open_stream(io.BufferedReader(_Body(response.iter_bytes())))
+                yield reader.schema
+                yield from reader
+            except pa.ArrowInvalid as e:  # the stream stopped short: the server failed
+                raise StorageError(
+                    f"limno server {self.url} ended an answer early ({e}); see its log"
+                ) from None
+
+    def table(
+        self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Any = None
+    ) -> pa.Table:
+        """A whole Arrow answer as one table (with its schema when it has no rows)."""
+        it = self.batches(method, path, params, body)
+        schema = next(it)
+        return pa.Table.from_batches(list(it), schema=schema)
+
+
+def _param(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+class _Body(io.RawIOBase):
+    """The chunks of an answer as a readable file (what Arrow's reader reads)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            self._buf = chunk
+        view = memoryview(b).cast("B")
+        n = min(len(view), len(self._buf))
+        view[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n

@@ -1,0 +1,170 @@
+"""Checking credentials (the server's side) and finding them (the client's side).
+
+**How a request authenticates.** HTTP Basic: ``Authorization: Basic`` and base64 of
+``ACCESS_KEY_ID:SECRET``, over TLS wherever the network is not trusted. The server
+recovers the key's secret from its sealed form and compares it in constant time.
+One key pair serves both the HTTP API and, next, the S3 gateway, whose SigV4
+signatures the server checks with the same recovered secret
+(:meth:`Authenticator.secret`). Bearer tokens would need a second kind of
+credential to issue and revoke; Basic needs none, and every HTTP client has it.
+
+**Where a client finds its key.** ``LIMNO_ACCESS_KEY_ID`` and
+``LIMNO_SECRET_ACCESS_KEY`` (both, or neither), else the credentials file
+``$XDG_CONFIG_HOME/limno/credentials`` (default ``~/.config/limno/credentials``),
+an INI file with one section per profile (``LIMNO_PROFILE``, default ``default``)::
+
+    [default]
+    access_key_id = LKIA...
+    secret_access_key = ...
+
+Keep it private (``chmod 600``). No message here ever quotes a secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from limno.auth.model import User
+from limno.auth.store import AuthStore
+from limno.errors import InvalidInputError, UnauthenticatedError
+
+__all__ = [
+    "ENV_KEY_ID",
+    "ENV_PROFILE",
+    "ENV_SECRET",
+    "Authenticator",
+    "Credentials",
+    "authorization_header",
+    "credentials",
+    "credentials_path",
+    "parse_authorization",
+]
+
+ENV_KEY_ID = "LIMNO_ACCESS_KEY_ID"
+ENV_SECRET = "LIMNO_SECRET_ACCESS_KEY"
+ENV_PROFILE = "LIMNO_PROFILE"
+_BAD = "invalid access key id or secret"
+#: compared against when the key id is unknown, so that both failures cost the same
+_DUMMY = b"0" * 40
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A client's key pair (``repr`` hides the secret)."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+
+
+class Authenticator:
+    """Checks credentials against a lake's auth store (one per server process)."""
+
+    def __init__(self, store: AuthStore) -> None:
+        self.store = store
+
+    def authenticate(self, access_key_id: str | None, secret: str | None) -> User:
+        """The user whose key this is; UnauthenticatedError when credentials are missing
+        or do not match (the same message for an unknown key and a wrong secret)."""
+        if not access_key_id or not secret:
+            raise UnauthenticatedError(
+                f"credentials required: set {ENV_KEY_ID} and {ENV_SECRET}"
+                f" (or write {credentials_path()})"
+            )
+        found = self.store.key_secret(access_key_id)
+        expected = found.secret.encode() if found is not None else _DUMMY
+        matches = hmac.compare_digest(expected, secret.encode())
+        if found is None or not matches:
+            raise UnauthenticatedError(_BAD)
+        return found.user
+
+    def authenticate_header(self, authorization: str | None) -> User:
+        """:meth:`authenticate` for an ``Authorization`` header (None: missing)."""
+        key_id, secret = parse_authorization(authorization)
+        return self.authenticate(key_id, secret)
+
+    def secret(self, access_key_id: str) -> tuple[User, str]:
+        """The owner and plain secret of a key, for signature checks (SigV4);
+        UnauthenticatedError when there is no such key."""
+        found = self.store.key_secret(access_key_id)
+        if found is None:
+            raise UnauthenticatedError(_BAD)
+        return found.user, found.secret
+
+
+def parse_authorization(header: str | None) -> tuple[str, str]:
+    """``(access key id, secret)`` from an ``Authorization: Basic ...`` header;
+    UnauthenticatedError when it is missing or not Basic."""
+    if not header:
+        raise UnauthenticatedError(
+            f"credentials required: set {ENV_KEY_ID} and {ENV_SECRET}"
+            f" (or write {credentials_path()})"
+        )
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "basic":
+        raise UnauthenticatedError("unsupported authorization scheme (use HTTP Basic)")
+    try:
+        text = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise UnauthenticatedError("malformed Basic authorization header") from None
+    key_id, sep, secret = text.partition(":")
+    if not sep or not key_id or not secret:
+        raise UnauthenticatedError("malformed Basic authorization header")
+    return key_id, secret
+
+
+def authorization_header(creds: Credentials) -> str:
+    """The ``Authorization`` header value a client sends."""
+    pair = f"{creds.access_key_id}:{creds.secret_access_key}".encode()
+    return "Basic " + base64.b64encode(pair).decode()
+
+
+def credentials_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "limno" / "credentials"
+
+
+def credentials(profile: str | None = None) -> Credentials | None:
+    """The client's key pair: from the environment, else the credentials file (section
+    ``profile``, default ``$LIMNO_PROFILE`` or ``default``); None when neither has one."""
+    key_id, secret = os.environ.get(ENV_KEY_ID, ""), os.environ.get(ENV_SECRET, "")
+    if key_id or secret:
+        if not (key_id and secret):
+            missing = ENV_SECRET if key_id else ENV_KEY_ID
+            raise InvalidInputError(f"{missing} is not set (set both or neither)")
+        return Credentials(key_id, secret)
+    return _from_file(credentials_path(), profile or os.environ.get(ENV_PROFILE) or "default")
+
+
+def _from_file(path: Path, profile: str) -> Credentials | None:
+    import configparser  # clients only
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInputError(f"cannot read credentials file {path}: {type(e).__name__}") from e
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text, source=str(path))
+    except configparser.Error:
+        # its message quotes the offending line, which may hold a secret
+        raise InvalidInputError(
+            f"{path}: not a credentials file (expected [profile] sections with"
+            " access_key_id = ... and secret_access_key = ...)"
+        ) from None
+    if not parser.has_section(profile):
+        return None
+    section = parser[profile]
+    key_id = section.get("access_key_id", "").strip()
+    secret = section.get("secret_access_key", "").strip()
+    if not (key_id and secret):
+        raise InvalidInputError(
+            f"{path}: profile [{profile}] needs both access_key_id and secret_access_key"
+        )
+    return Credentials(key_id, secret)

@@ -1,0 +1,83 @@
+"""What every route shares: the lake of the app, a pool by name, streamed results.
+
+Routes are plain ``def`` functions: FastAPI runs them in its thread pool, so the
+lake's blocking calls never hold up the event loop, and a streamed result is
+produced in the pool too (Starlette iterates a plain iterator there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
+
+from limno.server.formats import choose, encode
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from limno.api.local import LocalLake
+    from limno.api.local_pool import LocalPool
+
+__all__ = ["lake_of", "pool_of", "stream_tables"]
+
+log = logging.getLogger("limno.server")
+
+
+def lake_of(request: Request) -> LocalLake:
+    """The lake the server serves (opened once, at start: all state is in the lake)."""
+    lake: LocalLake = request.app.state.lake
+    return lake
+
+
+def pool_of(request: Request, pool: str) -> LocalPool:
+    """Pool ``pool`` (a name or an id), read afresh from the lake: another server (or a
+    process next to the lake) may have renamed or dropped it since the last request."""
+    return lake_of(request).pool(pool)
+
+
+def stream_tables(
+    request: Request, tables: Iterable[pa.Table], empty: pa.Schema | None = None
+) -> StreamingResponse:
+    """A streamed result in the format of the request's ``Accept`` header.
+
+    The first table is read before the answer starts, so that an error of the
+    operation itself (a missing ref, a bad bound) is still a problem response; an
+    error after that can only cut the stream short, which a client sees as an
+    incomplete body (and the server's log says why).
+    """
+    media = choose(request.headers.get("accept"))
+    it = iter(tables)
+    first = next(it, None)
+    head = [] if first is None else [first]
+    body = _logged(encode(itertools.chain(head, it), media, empty), request.url.path)
+    return StreamingResponse(body, media_type=media, background=BackgroundTask(_close, body, it))
+
+
+def _close(*iterators: Iterator[Any]) -> None:
+    """Close a result's generators once the answer is over, sent or not: a scan the
+    client stopped reading lets go of the objects it was reading now, not at GC."""
+    for it in iterators:
+        close = getattr(it, "close", None)
+        if close is not None:
+            with contextlib.suppress(ValueError):  # still running in a worker thread
+                close()
+
+
+def _logged(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+    try:
+        yield from chunks
+    except Exception:
+        log.exception("result stream of %s failed midway", path)
+        raise
+
+
+def ok() -> dict[str, Any]:
+    """The body of an operation that returns nothing."""
+    return {"ok": True}

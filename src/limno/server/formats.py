@@ -1,0 +1,197 @@
+"""Result tables as HTTP bodies, in the format the ``Accept`` header asks for.
+
+Scans, lookups, queries and meta tables answer with a stream of Arrow tables; each
+is written as it arrives, so a scan of any size goes out in bounded memory:
+
+    application/vnd.apache.arrow.stream  Arrow IPC stream (what limno's client reads)
+    application/x-ndjson                 one JSON object per row
+    application/json                     one JSON array of rows
+    text/csv                             CSV with a header (nested values as JSON text)
+    application/vnd.apache.parquet       a Parquet file (one row group per table)
+
+Without an ``Accept`` header (or with ``*/*``) the answer is NDJSON, readable with
+curl. Every table of one stream shares one schema (a scan's chunks do, see
+:meth:`~limno.pools.records.pool.RecordPool.scan_objects`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+else:
+    pa = lazy_module("pyarrow")
+    pacsv = lazy_module("pyarrow.csv")
+    ipc = lazy_module("pyarrow.ipc")
+    pq = lazy_module("pyarrow.parquet")
+
+__all__ = [
+    "ARROW",
+    "MEDIA_TYPES",
+    "NDJSON",
+    "NotAcceptableError",
+    "choose",
+    "encode",
+    "table_bytes",
+]
+
+ARROW = "application/vnd.apache.arrow.stream"
+NDJSON = "application/x-ndjson"
+JSON = "application/json"
+CSV = "text/csv"
+PARQUET = "application/vnd.apache.parquet"
+MEDIA_TYPES = (ARROW, NDJSON, JSON, CSV, PARQUET)
+
+
+class NotAcceptableError(Exception):
+    """No format the server writes matches the request's ``Accept`` header (406)."""
+
+
+def choose(accept: str | None) -> str:
+    """The media type to answer with: the client's most preferred one that we write."""
+    if not accept:
+        return NDJSON
+    ranked: list[tuple[float, int, str]] = []
+    for i, item in enumerate(accept.split(",")):
+        media, *params = (p.strip() for p in item.split(";"))
+        q = 1.0
+        for p in params:
+            name, _, value = p.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            ranked.append((-q, i, media.lower()))
+    for _, _, media in sorted(ranked):
+        if media in MEDIA_TYPES:
+            return media
+        if media in ("*/*", "application/*"):
+            return NDJSON
+    raise NotAcceptableError(
+        f"cannot answer with {accept!r}: results come as one of {', '.join(MEDIA_TYPES)}"
+    )
+
+
+class _Sink:
+    """A write-only file that hands what Arrow wrote to the stream, chunk by chunk."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._pos = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self._parts.append(chunk)
+        self._pos += len(chunk)
+        return len(chunk)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def take(self) -> bytes:
+        out, self._parts = b"".join(self._parts), []
+        return out
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode()
+    return str(v)  # decimals too
+
+
+def _json(v: Any) -> bytes:
+    return json.dumps(v, default=_json_default, ensure_ascii=False).encode()
+
+
+def _text_columns(table: pa.Table) -> pa.Table:
+    """CSV has no nesting: nested columns become JSON text."""
+    cols = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_nested(col.type):
+            col = pa.array([None if v is None else _json(v).decode() for v in col.to_pylist()])
+        cols[name] = col
+    return pa.table(cols) if cols else table
+
+
+def encode(
+    tables: Iterable[pa.Table], media: str, empty: pa.Schema | None = None
+) -> Iterator[bytes]:
+    """The body of a result in ``media``, written table by table (``empty``: the schema
+    of a result without tables; none when not given)."""
+    it = iter(tables)
+    if media == NDJSON:
+        for t in it:
+            for row in t.to_pylist():
+                yield _json(row) + b"\n"
+        return
+    if media == JSON:
+        yield b"["
+        first = True
+        for t in it:
+            for row in t.to_pylist():
+                yield (b"" if first else b",") + _json(row)
+                first = False
+        yield b"]\n"
+        return
+    head = next(it, None)
+    schema = head.schema if head is not None else (empty or pa.schema([]))
+    sink = _Sink()
+    if media == CSV:
+        if head is None:
+            if schema.names:
+                flat = [
+                    pa.field(f.name, pa.string()) if pa.types.is_nested(f.type) else f
+                    for f in schema
+                ]
+                with pacsv.CSVWriter(sink, pa.schema(flat)):
+                    pass
+            yield sink.take()
+            return
+        head = _text_columns(head)
+        with pacsv.CSVWriter(sink, head.schema) as csv:
+            for t in _chain(head, it):
+                csv.write_table(_text_columns(t) if t is not head else t)
+                yield sink.take()
+        yield sink.take()
+        return
+    writer: Any = ipc.new_stream(sink, schema) if media == ARROW else pq.ParquetWriter(sink, schema)
+    with writer:
+        yield sink.take()
+        if head is not None:
+            for t in _chain(head, it):
+                writer.write_table(t)
+                yield sink.take()
+    yield sink.take()
+
+
+def _chain(head: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    yield head
+    yield from rest
+
+
+def table_bytes(table: pa.Table) -> bytes:
+    """One table as the bytes of an Arrow IPC stream (results small enough for JSON)."""
+    return b"".join(encode([table], ARROW, table.schema))

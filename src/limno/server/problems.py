@@ -1,0 +1,94 @@
+"""Errors as RFC 9457 problem details: the one place exceptions become HTTP answers.
+
+Every :class:`~limno.errors.LimnoError` answers with the status of its class
+(:func:`limno.errors.http_status`: 400, 404, 409, 412, 500, 503, and whatever status
+classes added to the tree carry, such as 401 and 403) and a body
+
+    {"type": "about:blank", "title": "Not Found", "status": 404,
+     "detail": "pool 'logs' not found", "error": "NotFoundError"}
+
+``detail`` is the error's message and ``error`` its class, so that limno's client
+raises the same exception with the same message (:mod:`limno.api.remote`): the CLI
+prints the same ``error:`` line against a server as against a lake path. Requests
+the API cannot parse are 400 ``InvalidInputError``; anything else is a 500 whose
+traceback goes to the server's log.
+"""
+
+from __future__ import annotations
+
+import http
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from limno.errors import LimnoError, http_status
+from limno.server.formats import NotAcceptableError
+
+__all__ = ["PROBLEM", "install", "problem"]
+
+PROBLEM = "application/problem+json"
+log = logging.getLogger("limno.server")
+#: attributes of errors that travel with them (limno.errors.DamagedObjectError's)
+_FIELDS = ("path", "pool", "reason")
+
+
+def problem(status: int, detail: str, error: str, **extra: Any) -> JSONResponse:
+    """A problem+json response (``error``: the name of the exception class)."""
+    try:
+        title = http.HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    body = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "error": error,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+
+
+def _limno(request: Request, exc: Exception) -> JSONResponse:
+    # what some errors carry besides their message (a damaged object's path, pool, reason)
+    extra = {k: v for k in _FIELDS if isinstance(v := getattr(exc, k, None), str) and v}
+    return problem(http_status(exc), str(exc), type(exc).__name__, **extra)
+
+
+def _invalid(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path"))
+        parts.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
+    return problem(400, "invalid request: " + "; ".join(parts), "InvalidInputError")
+
+
+def _http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    error = "NotFoundError" if exc.status_code == 404 else "LimnoError"
+    return problem(exc.status_code, str(exc.detail), error)
+
+
+def _not_acceptable(request: Request, exc: Exception) -> JSONResponse:
+    return problem(406, str(exc), "InvalidInputError")
+
+
+def _internal(request: Request, exc: Exception) -> JSONResponse:
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    lines = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return problem(500, f"internal error on the server: {detail}", "InternalError")
+
+
+def install(app: FastAPI) -> None:
+    """Map every exception a route can raise to a problem response."""
+    app.add_exception_handler(LimnoError, _limno)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(NotAcceptableError, _not_acceptable)
+    app.add_exception_handler(Exception, _internal)

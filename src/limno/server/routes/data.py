@@ -1,0 +1,203 @@
+"""Writing and reading a pool's data: load, add, stage, commit, delete, scan, get."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from limno.api import wire
+from limno.api.base import Engine
+from limno.server.deps import ok, pool_of, stream_tables
+from limno.server.formats import ARROW, MEDIA_TYPES
+from limno.server.uploads import PARTS, query_json, renamed_errors, spooled
+
+router = APIRouter(prefix="/v1/pools/{pool}", tags=["data"])
+
+_UPLOAD = {
+    "requestBody": {
+        "required": True,
+        "description": "One input file (or, as application/vnd.apache.arrow.stream, an Arrow"
+        " table); or several in limno's framing (see the README).",
+        "content": {
+            media: {"schema": {"type": "string", "format": "binary"}}
+            for media in ("application/octet-stream", ARROW, PARTS)
+        },
+    }
+}
+_TABLES = {
+    "responses": {
+        "200": {
+            "description": "Records, in the format the Accept header asks for.",
+            "content": {media: {} for media in MEDIA_TYPES},
+        }
+    }
+}
+
+
+class Ids(BaseModel):
+    ids: list[str]
+    branch: str = "main"
+
+
+class CommitStaged(BaseModel):
+    ids: list[str] | None = None
+    branch: str = "main"
+    message: str = ""
+    author: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+class DeleteObjects(BaseModel):
+    ids: list[str]
+    branch: str = "main"
+    message: str = ""
+    author: str | None = None
+
+
+class DeleteWhere(BaseModel):
+    predicate: str
+    branch: str = "main"
+    message: str = ""
+    author: str | None = None
+
+
+class Get(BaseModel):
+    #: key values in their JSON form (limno.api.wire.value_to_json)
+    keys: list[Any]
+    ref: str | None = None
+
+
+@router.post("/load", operation_id="load", summary="Load and commit", openapi_extra=_UPLOAD)
+async def load(
+    request: Request,
+    pool: str,
+    branch: str = "main",
+    fmt: str | None = None,
+    message: str = "",
+    author: str | None = None,
+    meta: str | None = None,
+    engine: Engine = "local",
+    spark_master: str | None = None,
+    spark_conf: str | None = None,
+    parts: str | None = None,
+    name: str = "-",
+) -> dict[str, Any]:
+    """Load the body's sources in one commit (``meta``, ``spark_conf``: JSON objects)."""
+    meta_doc = query_json(meta, "meta")
+    conf = query_json(spark_conf, "spark_conf")
+    found = await run_in_threadpool(pool_of, request, pool)
+    async with spooled(request, parts, name) as sources:
+
+        def run() -> dict[str, Any]:
+            with renamed_errors(sources):
+                commit = found.load(
+                    [s.source() for s in sources],
+                    fmt,
+                    branch,
+                    message,
+                    author,
+                    meta_doc,
+                    engine=engine,
+                    spark_master=spark_master,
+                    spark_conf=conf,
+                )
+            return wire.commit_to_json(commit)
+
+        return await run_in_threadpool(run)
+
+
+@router.post("/add", operation_id="add", summary="Write and stage", openapi_extra=_UPLOAD)
+async def add(
+    request: Request,
+    pool: str,
+    branch: str = "main",
+    fmt: str | None = None,
+    parts: str | None = None,
+    name: str = "-",
+) -> list[dict[str, Any]]:
+    found = await run_in_threadpool(pool_of, request, pool)
+    async with spooled(request, parts, name) as sources:
+
+        def run() -> list[dict[str, Any]]:
+            with renamed_errors(sources):
+                objs = found.add([s.source() for s in sources], fmt, branch)
+            return [wire.object_to_json(o) for o in objs]
+
+        return await run_in_threadpool(run)
+
+
+@router.get("/staged", operation_id="staged", summary="Staged objects of a branch")
+def staged(request: Request, pool: str, branch: str = "main") -> list[dict[str, Any]]:
+    return [wire.object_to_json(o) for o in pool_of(request, pool).staged(branch)]
+
+
+@router.post("/unstage", operation_id="unstage", summary="Drop staged objects")
+def unstage(request: Request, pool: str, body: Ids) -> dict[str, Any]:
+    pool_of(request, pool).unstage(body.ids, body.branch)
+    return ok()
+
+
+@router.post("/commit", operation_id="commit", summary="Commit staged objects")
+def commit(request: Request, pool: str, body: CommitStaged) -> dict[str, Any]:
+    made = pool_of(request, pool).commit(
+        body.ids, body.branch, body.message, body.author, body.meta
+    )
+    return wire.commit_to_json(made)
+
+
+@router.post("/delete-objects", operation_id="delete_objects", summary="Delete objects")
+def delete_objects(request: Request, pool: str, body: DeleteObjects) -> dict[str, Any]:
+    made = pool_of(request, pool).delete_objects(body.ids, body.branch, body.message, body.author)
+    return wire.commit_to_json(made)
+
+
+@router.post("/delete-where", operation_id="delete_where", summary="Delete matching rows")
+def delete_where(request: Request, pool: str, body: DeleteWhere) -> dict[str, Any]:
+    made = pool_of(request, pool).delete_where(
+        body.predicate, body.branch, body.message, body.author
+    )
+    return wire.commit_to_json(made)
+
+
+@router.get("/scan", operation_id="scan", summary="A sorted scan", openapi_extra=_TABLES)
+def scan(
+    request: Request,
+    pool: str,
+    ref: str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    order: str = "asc",
+    limit: int | None = None,
+    as_of: str | None = None,
+) -> StreamingResponse:
+    """Records from ``start`` (inclusive) to ``end`` (exclusive): each a JSON value of
+    limno's wire form (a plain JSON string is text parsed into the key's type)."""
+    lo = wire.value_from_json(query_json(start, "start"))
+    hi = wire.value_from_json(query_json(end, "end"))
+    tables = pool_of(request, pool).iter_scan(ref, lo, hi, order, limit, wire.time_from_json(as_of))
+    return stream_tables(request, tables)
+
+
+@router.post("/get", operation_id="get", summary="Point lookup", openapi_extra=_TABLES)
+def get(request: Request, pool: str, body: Get) -> StreamingResponse:
+    keys = [wire.value_from_json(k) for k in body.keys]
+    table = pool_of(request, pool).get(keys, body.ref)
+    return stream_tables(request, [table] if table.num_rows else [], table.schema)
+
+
+@router.get("/objects", operation_id="objects", summary="Data objects of a ref")
+def objects(
+    request: Request, pool: str, ref: str | None = None, as_of: str | None = None
+) -> list[dict[str, Any]]:
+    objs = pool_of(request, pool).objects(ref, wire.time_from_json(as_of))
+    return [wire.object_to_json(o) for o in objs]
+
+
+@router.get("/meta/{name}", operation_id="pool_meta_table", summary="A meta table of the pool")
+def meta_table(request: Request, pool: str, name: str, ref: str | None = None) -> StreamingResponse:
+    table = pool_of(request, pool).meta_table(name, ref)
+    return stream_tables(request, [table] if table.num_rows else [], table.schema)

@@ -1,0 +1,152 @@
+"""Branches, tags, history and the git operations of a pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+
+from limno.api import wire
+from limno.server.deps import ok, pool_of
+
+router = APIRouter(prefix="/v1/pools/{pool}", tags=["refs"])
+
+
+class NewRef(BaseModel):
+    name: str
+    from_ref: str | None = None
+
+
+class Merge(BaseModel):
+    source: str
+    into: str = "main"
+    strategy: str = "fail"
+    message: str = ""
+    author: str | None = None
+    meta: dict[str, Any] | None = None
+    fast_forward: bool = True
+
+
+class CherryPick(BaseModel):
+    commit: str
+    branch: str = "main"
+    strategy: str = "fail"
+
+
+class Reset(BaseModel):
+    branch: str
+    ref: str
+
+
+class Revert(BaseModel):
+    commit: str
+    branch: str = "main"
+    message: str = ""
+    author: str | None = None
+
+
+@router.get("/branches", operation_id="branches", summary="Branch name -> head commit")
+def branches(request: Request, pool: str) -> dict[str, str]:
+    return pool_of(request, pool).branches()
+
+
+@router.post("/branches", operation_id="create_branch", status_code=201, summary="New branch")
+def create_branch(request: Request, pool: str, body: NewRef) -> dict[str, str]:
+    return {"commit": pool_of(request, pool).branch(body.name, body.from_ref)}
+
+
+@router.delete("/branches/{name:path}", operation_id="delete_branch", summary="Delete a branch")
+def delete_branch(request: Request, pool: str, name: str) -> dict[str, str]:
+    return {"commit": pool_of(request, pool).delete_branch(name)}
+
+
+@router.get("/tags", operation_id="tags", summary="Tag name -> commit")
+def tags(request: Request, pool: str) -> dict[str, str]:
+    return pool_of(request, pool).tags()
+
+
+@router.post("/tags", operation_id="create_tag", status_code=201, summary="New tag")
+def create_tag(request: Request, pool: str, body: NewRef) -> dict[str, str]:
+    return {"commit": pool_of(request, pool).tag(body.name, body.from_ref)}
+
+
+@router.delete("/tags/{name:path}", operation_id="delete_tag", summary="Delete a tag")
+def delete_tag(request: Request, pool: str, name: str) -> dict[str, str]:
+    return {"commit": pool_of(request, pool).delete_tag(name)}
+
+
+@router.get("/resolve", operation_id="resolve", summary="The commit a ref names")
+def resolve(
+    request: Request, pool: str, ref: str | None = None, as_of: str | None = None
+) -> dict[str, str]:
+    return {"commit": pool_of(request, pool).resolve(ref, wire.time_from_json(as_of))}
+
+
+@router.get("/log", operation_id="log", summary="Commits reachable from a ref, newest first")
+def log(
+    request: Request,
+    pool: str,
+    ref: str | None = None,
+    limit: int | None = None,
+    first_parent: bool = False,
+) -> list[dict[str, Any]]:
+    commits = pool_of(request, pool).log(ref, limit, first_parent)
+    return [wire.commit_to_json(c) for c in commits]
+
+
+@router.post("/merge", operation_id="merge", summary="Merge a ref into a branch")
+def merge(request: Request, pool: str, body: Merge) -> dict[str, Any]:
+    result = pool_of(request, pool).merge(
+        body.source,
+        body.into,
+        body.strategy,
+        body.message,
+        body.author,
+        body.meta,
+        fast_forward=body.fast_forward,
+    )
+    return wire.merge_to_json(result)
+
+
+@router.get("/diff", operation_id="diff", summary="Entries that differ between two refs")
+def diff(
+    request: Request, pool: str, old: str, new: str | None = None, three_dot: bool = False
+) -> list[dict[str, Any]]:
+    entries = pool_of(request, pool).diff(old, new, three_dot)
+    return [wire.diff_to_json(e) for e in entries]
+
+
+@router.post("/cherry-pick", operation_id="cherry_pick", summary="Apply a commit's changes")
+def cherry_pick(request: Request, pool: str, body: CherryPick) -> dict[str, Any]:
+    made = pool_of(request, pool).cherry_pick(body.commit, body.branch, body.strategy)
+    return wire.commit_to_json(made)
+
+
+@router.post("/reset", operation_id="reset", summary="Point a branch at a ref (reset --hard)")
+def reset(request: Request, pool: str, body: Reset) -> dict[str, str]:
+    old, new = pool_of(request, pool).reset(body.branch, body.ref)
+    return {"old": old, "new": new}
+
+
+@router.post("/revert", operation_id="revert", summary="A commit undoing another")
+def revert(request: Request, pool: str, body: Revert) -> dict[str, Any]:
+    made = pool_of(request, pool).revert(body.commit, body.branch, body.message, body.author)
+    return wire.commit_to_json(made)
+
+
+@router.get("/hooks", operation_id="hooks", summary="The pool's hooks")
+def hooks(request: Request, pool: str) -> list[dict[str, Any]]:
+    return [wire.hook_to_json(h) for h in pool_of(request, pool).hook_specs()]
+
+
+@router.post("/hooks", operation_id="add_hook", status_code=201, summary="Add a hook")
+def add_hook(request: Request, pool: str, body: dict[str, Any]) -> dict[str, Any]:
+    pool_of(request, pool).add_hook(wire.hook_from_json(body))
+    return ok()
+
+
+@router.delete("/hooks/{name}", operation_id="remove_hook", summary="Remove a hook")
+def remove_hook(request: Request, pool: str, name: str) -> dict[str, Any]:
+    pool_of(request, pool).remove_hook(name)
+    return ok()

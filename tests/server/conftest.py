@@ -1,0 +1,38 @@
+"""Fixtures of the server tests: one real ``limno serve`` process, fresh lakes on it.
+
+The process serves one lake for the whole module; ``served_lake`` gives each test a
+fresh lake of its own, served from a thread (tests/server_support.py), so tests do
+not see each other's pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from limno import Lake
+from server_support import Served, served, start_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A real ``limno serve`` on a fresh lake; it must stop with exit code 0."""
+    root = tmp_path_factory.mktemp("served")
+    lake = str(root / "lake")
+    Lake.init(lake)
+    proc = start_server(lake)
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.lines
+
+
+@pytest.fixture
+def served_lake(tmp_path: Path) -> Iterator[str]:
+    """The http URL of a fresh lake (served from a thread of the test)."""
+    lake = str(tmp_path / "lake")
+    Lake.init(lake)
+    with served(lake) as url:
+        yield url
