@@ -30,6 +30,7 @@ from bench import memory, peers
 from bench.cli_start import cli_start
 from bench.data import parts, rows_table, sample_keys
 from bench.harness import Config, Result, Skipped, median, percentile, timed
+from bench.server import server
 from bench.systems import SYSTEMS, available, ingest
 from bench.tpch import tpch, tpch_missing
 
@@ -570,6 +571,7 @@ BENCHMARKS: list[Benchmark] = [
     ("cli_start", cli_start, _always),
     ("spark", spark, spark_missing),
     ("tpch", tpch, tpch_missing),
+    ("server", server, _always),
 ]
 
 

@@ -18,8 +18,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-#: peers in table order; a benchmark fills the ones it can run
-PEERS = ("delta-rs", "pyiceberg", "duckdb", "pyarrow", "spark")
+#: peers in table order; a benchmark fills the ones it can run (``in-process``: limno
+#: itself, the peer of the figures through ``limno serve``)
+PEERS = ("delta-rs", "pyiceberg", "duckdb", "pyarrow", "spark", "in-process")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ functions here, so every module reads on its own and nothing is copied.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,16 @@ def isolate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LIMNO_LAKE", raising=False)
 
 
-def verified_lake(tmp_path: Path) -> Iterator[str]:
-    """A fresh lake; after the scenario, ``limno verify`` must pass on it."""
-    where = str(tmp_path / "lake")
-    assert run("--lake", where, "init").code == 0
-    yield where
-    r = run("--lake", where, "verify")
+def init_lake(path: str) -> str:
+    """A fresh lake at ``path``."""
+    r = run("--lake", path, "init")
+    assert r.code == 0, r.err
+    return path
+
+
+def assert_verified(location: str) -> None:
+    """``limno verify`` passes on the lake at ``location`` (a path or a server's URL)."""
+    r = run("--lake", location, "verify")
     assert r.code == 0, f"verify failed after the scenario:\n{r.err}"
     assert r.text.startswith("ok: ")
 
@@ -55,10 +58,12 @@ def error_line(r: Result) -> str:
 
 
 class Lk:
-    """``limno --lake LAKE ...`` for one lake, with tmp files for loads."""
+    """``limno --lake LAKE ...`` for one lake, with tmp files for loads; ``lake`` is
+    what ``--lake`` names (a path or a server's URL), ``path`` the lake's directory."""
 
-    def __init__(self, lake: str, tmp: Path) -> None:
+    def __init__(self, lake: str, tmp: Path, path: str | None = None) -> None:
         self.lake = lake
+        self.path = path or lake
         self.tmp = tmp
         self.n = 0
 

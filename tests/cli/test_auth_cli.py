@@ -1,11 +1,12 @@
-"""``limno auth``: every subcommand on a lake opened directly, in the output formats,
-with its error lines and exit codes; a secret is printed by create-user and
-create-key only, and never on stderr."""
+"""``limno auth``: every subcommand on a lake opened directly and through a server, in
+the output formats, with its error lines and exit codes; a secret is printed by
+create-user and create-key only, and never on stderr."""
 
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -13,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from clirunner import fail, ok, run
+from git_scenarios import init_lake
+from lake_modes import local_only, located
 from limno.auth.store import AuthStore
 from limno.auth.verify import Authenticator
 from limno.storage import open_storage
@@ -25,6 +28,14 @@ def _env(isolated_home: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LIMNO_AUTH_SECRET", SERVER)
 
 
+@pytest.fixture
+def lake(lake_path: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh lake, or a server on it with the same secret (``mode``): one without
+    auth, or the lake would hold the server's admin too; ``limno auth`` works the same."""
+    with located(init_lake(lake_path), mode, monkeypatch, auth=False) as location:
+        yield location
+
+
 def _object(*args: str) -> dict[str, Any]:
     r = ok(*args)
     obj = json.loads(r.text)
@@ -33,7 +44,7 @@ def _object(*args: str) -> dict[str, Any]:
     return obj
 
 
-def test_create_user_and_key_print_one_object_with_the_secret(lake: str) -> None:
+def test_create_user_and_key_print_one_object_with_the_secret(lake: str, lake_path: str) -> None:
     alice = _object(
         "--lake", lake, "auth", "create-user", "alice", "--role", "Developer", "-f", "json"
     )
@@ -47,7 +58,7 @@ def test_create_user_and_key_print_one_object_with_the_secret(lake: str) -> None
     assert len(r.text.splitlines()) == 1 and r.rows()[0]["role"] == "analyst"
     assert "save the secret now" in r.err and r.rows()[0]["secret_access_key"] not in r.err
     # the printed secrets are the real ones
-    checker = Authenticator(AuthStore(open_storage(lake)))
+    checker = Authenticator(AuthStore(open_storage(lake_path)))
     for made in (alice, key, r.rows()[0]):
         user = checker.authenticate(made["access_key_id"], made["secret_access_key"])
         assert user.name == made["user"]
@@ -131,7 +142,7 @@ def test_revoke_delete_key_and_delete_user(lake: str) -> None:
     assert [row["user"] for row in ok("--lake", lake, "auth", "ls").rows()] == ["root"]
 
 
-def test_errors_are_one_line_and_change_nothing(lake: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_errors_are_one_line_and_change_nothing(lake: str) -> None:
     ok("--lake", lake, "create", "logs", "-k", "ts")
     ok("--lake", lake, "auth", "create-user", "root", "--role", "admin")
     before = ok("--lake", lake, "auth", "ls").text
@@ -160,6 +171,13 @@ def test_errors_are_one_line_and_change_nothing(lake: str, monkeypatch: pytest.M
     ]:
         r = run("--lake", lake, "auth", *args)
         assert r.code == 2 and r.err.startswith("error: "), (args, r.err)
+    assert ok("--lake", lake, "auth", "ls").text == before
+
+
+@local_only("a served lake's keys are sealed with the server's secret, not the client's")
+def test_keys_need_the_server_secret(lake: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok("--lake", lake, "auth", "create-user", "root", "--role", "admin")
+    before = ok("--lake", lake, "auth", "ls").text
     monkeypatch.delenv("LIMNO_AUTH_SECRET")
     r = fail("--lake", lake, "auth", "create-user", "x", "--role", "analyst")
     assert "LIMNO_AUTH_SECRET is not set" in r.err and r.out == b""

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,13 +22,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from clirunner import fail, ok, run
+from lake_modes import located
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> str:
-    """A lake with pool ``logs`` (key ts): one load, branch ``dev``, tag ``v1``."""
+def lake(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A lake with pool ``logs`` (key ts): one load, branch ``dev``, tag ``v1``; its
+    path, or a server on it (``mode``)."""
     where = str(tmp_path / "lake")
     data = tmp_path / "logs.ndjson"
     data.write_text("".join(f'{{"ts": {i}, "msg": "m{i}"}}\n' for i in range(1, 4)))
@@ -36,7 +39,8 @@ def lake(tmp_path: Path) -> str:
     ok("--lake", where, "load", "-p", "logs", str(data))
     ok("--lake", where, "branch", "-p", "logs", "dev")
     ok("--lake", where, "tag", "-p", "logs", "v1")
-    return where
+    with located(where, mode, monkeypatch) as location:
+        yield location
 
 
 def parse(fmt: str, out: bytes) -> list[dict[str, object]]:
@@ -64,7 +68,9 @@ def test_branch_and_tag_listings_in_every_format(lake: str, fmt: str, where: str
     heads = {b["name"]: b["commit"] for b in ok("--lake", lake, "ls", "logs").rows()}
     for kind, names in (("branch", ["dev", "main"]), ("tag", ["v1"])):
         args = (
-            ("-f", fmt, kind, "-p", "logs") if where == "global" else (kind, "-p", "logs", "-f", fmt)
+            ("-f", fmt, kind, "-p", "logs")
+            if where == "global"
+            else (kind, "-p", "logs", "-f", fmt)
         )
         rows = parse(fmt, ok("--lake", lake, *args).out)
         assert [r["name"] for r in rows] == names

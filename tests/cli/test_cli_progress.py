@@ -7,11 +7,13 @@ import os
 import pty
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clirunner import ok
+from lake_modes import located
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
 
@@ -20,12 +22,14 @@ DRAWN = ("━", "\x1b[?25l")
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> str:
+def lake(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Pools ``logs`` and ``other``: the lake's path, or a server on it (``mode``)."""
     where = str(tmp_path / "lake")
     ok("--lake", where, "init")
     ok("--lake", where, "create", "logs", "-k", "ts")
     ok("--lake", where, "create", "other", "-k", "ts")
-    return where
+    with located(where, mode, monkeypatch) as location:
+        yield location
 
 
 @pytest.fixture
@@ -41,9 +45,9 @@ def limno(*args: str, tty: bool) -> tuple[str, str]:
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "120"}
     command = [sys.executable, "-m", "limno", *args]
     if not tty:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout, proc.stderr
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout, done.stderr
     master, slave = pty.openpty()
     try:
         with subprocess.Popen(

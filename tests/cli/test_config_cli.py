@@ -7,15 +7,20 @@ import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from clirunner import fail, ok
+from lake_modes import local_only, located
 from limno.cli._output import FORMATS
 from limno.config import OUTPUT_FORMATS, Settings, read_config, write_config
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
+
+#: a lake's own config.toml is a file in its directory: local lakes only, as for s3://
+LAKE_FILE = local_only("the lake's config file is read from its directory")
 
 
 def user_file() -> Path:
@@ -23,11 +28,13 @@ def user_file() -> Path:
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> str:
+def lake(tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Pool ``logs``: the lake's path, or a server on it (``mode``)."""
     where = str(tmp_path / "lake")
     ok("--lake", where, "init")
     ok("--lake", where, "create", "logs", "-k", "ts")
-    return where
+    with located(where, mode, monkeypatch) as location:
+        yield location
 
 
 def test_set_get_list_and_unset() -> None:
@@ -43,7 +50,11 @@ def test_set_get_list_and_unset() -> None:
     rows = ok("-f", "ndjson", "config", "list", "--show-origin").rows()
     assert rows == [
         {"key": "format", "value": "json", "origin": str(user_file())},
-        {"key": "spark.conf.spark.sql.shuffle.partitions", "value": "4", "origin": str(user_file())},
+        {
+            "key": "spark.conf.spark.sql.shuffle.partitions",
+            "value": "4",
+            "origin": str(user_file()),
+        },
         {"key": "spark.master", "value": "local[2]", "origin": str(user_file())},
     ]
     assert ok("-f", "ndjson", "config", "list").rows()[0] == {"key": "format", "value": "json"}
@@ -82,14 +93,13 @@ def test_the_config_sets_the_lake_and_the_format(lake: str) -> None:
     assert ok("-f", "ndjson", "ls").rows()[0]["name"] == "logs"  # the flag wins
 
 
+@LAKE_FILE
 def test_precedence_flag_env_lake_user(lake: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ok("config", "set", "format", "csv")
     ok("--lake", lake, "config", "set", "--scope", "lake", "format", "json")
     assert (Path(lake) / "config.toml").is_file()
     origin = ok("--lake", lake, "-f", "ndjson", "config", "list", "--show-origin").rows()
-    assert origin == [
-        {"key": "format", "value": "json", "origin": str(Path(lake) / "config.toml")}
-    ]
+    assert origin == [{"key": "format", "value": "json", "origin": str(Path(lake) / "config.toml")}]
     assert ok("--lake", lake, "ls").text.startswith("[")  # the lake's file over the user's
     monkeypatch.setenv("LIMNO_FORMAT", "ndjson")
     assert ok("--lake", lake, "ls").rows()[0]["name"] == "logs"  # the environment over both
@@ -98,6 +108,7 @@ def test_precedence_flag_env_lake_user(lake: str, monkeypatch: pytest.MonkeyPatc
     ok("--lake", lake, "verify")  # the lake's config.toml is no fault
 
 
+@LAKE_FILE
 def test_the_lake_file_cannot_name_the_lake(lake: str) -> None:
     r = fail("--lake", lake, "config", "set", "--scope", "lake", "lake", "/elsewhere")
     assert "'lake' is set in the user's config" in r.err
@@ -135,6 +146,7 @@ def test_formats_are_the_output_modules() -> None:
     assert FORMATS == OUTPUT_FORMATS
 
 
+@LAKE_FILE
 def test_reading_the_config_imports_nothing_heavy(lake: str, tmp_path: Path) -> None:
     ok("config", "set", "format", "json")
     ok("--lake", lake, "config", "set", "--scope", "lake", "format", "ndjson")

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import pytest
 from obstore.store import LocalStore
 
 from clirunner import ok, run
+from lake_modes import local_only, located
 from limno.errors import CorruptError, StorageError
 from limno.lake import Lake
 from limno.storage._obstore import ObStorage
@@ -58,6 +60,10 @@ class Outcome:
     err_lines: list[str]
 
 
+#: what a client of a served lake keeps of the LIMNO_ environment: its key
+CREDENTIALS = ("LIMNO_ACCESS_KEY_ID", "LIMNO_SECRET_ACCESS_KEY")
+
+
 def limno(
     lake: Path,
     *args: str,
@@ -65,18 +71,20 @@ def limno(
     unprivileged: bool = False,
     stdout: Path | None = None,
     python: str | None = None,
+    location: str | None = None,
 ) -> Outcome:
-    """Run ``limno --lake LAKE ARGS...`` in a child process (or ``python`` code)."""
+    """Run ``limno --lake LAKE ARGS...`` in a child process (or ``python`` code);
+    ``--lake location`` instead when given (a server on the lake)."""
     assert LIMNO is not None, "the limno entry point is not installed beside the interpreter"
     drop = unprivileged and os.geteuid() == 0
     target = [sys.executable, "-c", python] if python else [LIMNO]
     cmd = [sys.executable, "-c", LAUNCHER, str(fsize), "1" if drop else "0", *target]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LIMNO_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIMNO_") or k in CREDENTIALS}
     env["HOME"] = str(lake.parent / "home")
     sink = open(stdout, "wb") if stdout else None  # noqa: SIM115 (closed below)
     try:
         proc = subprocess.run(
-            [*cmd, "--lake", str(lake), *args],
+            [*cmd, "--lake", location or str(lake), *args],
             stdout=sink or subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -140,6 +148,19 @@ def lake(base_lake: Path, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.fixture
+def location(lake: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """What the command under test names with ``--lake``: the lake's path, or a
+    server on it (``mode``); the lake's files are damaged and inspected at its path."""
+    with located(str(lake), mode, monkeypatch) as where:
+        yield where
+
+
+#: the failure is the writing process's own (its privileges, its file-size limit), and
+#: through a server the server writes the lake
+WRITER_FAILS = local_only("the process writing the lake fails; served, that is the server")
+
+
 def first_object(lake: Path) -> tuple[str, list[str], Path]:
     """The pool id, both object ids and the file of the object holding ts 0..3999."""
     objects = ok("--lake", str(lake), "-f", "ndjson", "query", 'SELECT id FROM "logs:objects"')
@@ -178,7 +199,9 @@ DAMAGE = {"truncated": truncate, "flipped": flip_middle}
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 @pytest.mark.parametrize("command", ["scan", "get", "query", "compact", "delete-where"])
-def test_damaged_object_is_named_and_nothing_changes(lake: Path, damage: str, command: str) -> None:
+def test_damaged_object_is_named_and_nothing_changes(
+    lake: Path, location: str, damage: str, command: str
+) -> None:
     pool_id, ids, victim = first_object(lake)
     DAMAGE[damage](victim)
     before = lake_state(lake)
@@ -192,12 +215,14 @@ def test_damaged_object_is_named_and_nothing_changes(lake: Path, damage: str, co
         "compact": ["compact", "-p", "logs", *ids],
         "delete-where": ["delete", "-p", "logs", "--where", "ts % 2 = 0"],
     }[command]
-    line = one_error(limno(lake, *args))
+    line = one_error(limno(lake, *args, location=location))
     assert f"data object {object_path} of pool logs is damaged (" in line
     assert line.endswith("; run 'limno verify --deep logs'")
     assert lake_state(lake) == before
 
 
+@WRITER_FAILS
+@pytest.mark.usefixtures("mode")
 def test_unwritable_lake_is_one_line_and_reads_still_work(lake: Path, tmp_path: Path) -> None:
     more = write_ndjson(tmp_path / "more.ndjson", rows(10000, 10))
     before = lake_state(lake)
@@ -222,6 +247,8 @@ def test_unwritable_lake_is_one_line_and_reads_still_work(lake: Path, tmp_path: 
     assert lake_state(lake) == before
 
 
+@WRITER_FAILS
+@pytest.mark.usefixtures("mode")
 def test_full_disk_during_load_commits_nothing(lake: Path, tmp_path: Path) -> None:
     big = write_ndjson(tmp_path / "big.ndjson", rows(10000, 20000))
     before = lake_state(lake)
@@ -241,6 +268,8 @@ main(sys.argv[1:])
 """
 
 
+@WRITER_FAILS
+@pytest.mark.usefixtures("mode")
 def test_full_disk_while_spilling_a_sort(
     lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -259,9 +288,9 @@ def test_full_disk_while_spilling_a_sort(
 
 
 @pytest.mark.parametrize("fmt", ["table", "ndjson", "parquet"])
-def test_full_disk_on_output(lake: Path, tmp_path: Path, fmt: str) -> None:
+def test_full_disk_on_output(lake: Path, location: str, tmp_path: Path, fmt: str) -> None:
     out = tmp_path / "out"
-    r = limno(lake, "-f", fmt, "scan", "-p", "logs", fsize=8192, stdout=out)
+    r = limno(lake, "-f", fmt, "scan", "-p", "logs", fsize=8192, stdout=out, location=location)
     assert one_error(r) == "error: cannot write standard output: file too large"
 
 

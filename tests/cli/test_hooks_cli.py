@@ -17,6 +17,7 @@ import pytest
 
 from clirunner import run
 from git_scenarios import Lk, error_line
+from lake_modes import local_only
 from limno.api.local import LocalLake as Lake
 from limno.errors import HookVetoError
 
@@ -201,6 +202,7 @@ def test_post_commit_and_post_merge_shell_hooks(forked: Lk, tmp_path: Path) -> N
     assert out.read_text().splitlines()[-1] == f"{second} main logs"
 
 
+@local_only("the hook's module and what it records live in the test's process")
 def test_python_hook(forked: Lk, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lk = forked
     mod = tmp_path / "pyhooks_git_cli.py"
@@ -290,7 +292,7 @@ def test_hook_add_validation(forked: Lk) -> None:
 def test_in_process_pre_merge_hook(forked: Lk) -> None:
     lk = forked
     lk.load("logs@dev", [10])
-    pool = Lake.open(lk.lake).pool("logs")
+    pool = Lake.open(lk.path).pool("logs")  # a hook of this process: on the lake itself
     seen: list[dict[str, Any]] = []
 
     def gate(event: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from clirunner import Result, fail, ok, run
+from lake_modes import located
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
 
@@ -24,10 +26,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> str:
-    where = str(tmp_path / "lake")
-    assert run("--lake", where, "init").code == 0
-    return where
+def lake(lake_path: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """What ``--lake`` names: the lake's path, or a server on it (``mode``)."""
+    assert run("--lake", lake_path, "init").code == 0
+    with located(lake_path, mode, monkeypatch) as location:
+        yield location
 
 
 def ndjson(path: Path, rows: list[dict[str, object]]) -> str:
@@ -52,7 +55,7 @@ def keys_of(r: Result, field: str = "ts") -> list[object]:
 # -- pools -------------------------------------------------------------------------------
 
 
-def test_create_ls_rename_drop(lake: str) -> None:
+def test_create_ls_rename_drop(lake: str, lake_path: str) -> None:
     pid = ok("--lake", lake, "create", "logs", "-k", "tenant,ts:desc").text.strip()
     assert len(pid) == 27
     (row,) = ok("--lake", lake, "ls").rows()
@@ -75,15 +78,15 @@ def test_create_ls_rename_drop(lake: str) -> None:
     fail("--lake", lake, "drop", "events")  # no -f on a non-terminal
     ok("--lake", lake, "drop", "events", "-f")
     assert ok("--lake", lake, "ls").rows() == []
-    assert not any(pid in p for p in snapshot_files(lake))
+    assert not any(pid in p for p in snapshot_files(lake_path))
 
 
 @pytest.mark.parametrize("name", ["../x", "", "a@b", "a/b", "a:b", "-x", "a..b", "x" * 200])
-def test_bad_pool_names_change_nothing(lake: str, name: str) -> None:
-    before = snapshot_files(lake)
+def test_bad_pool_names_change_nothing(lake: str, lake_path: str, name: str) -> None:
+    before = snapshot_files(lake_path)
     r = fail("--lake", lake, "create", "--", name)
     assert "invalid pool name" in r.err
-    assert snapshot_files(lake) == before
+    assert snapshot_files(lake_path) == before
 
 
 def test_duplicate_pool_and_unknown_pool(lake: str) -> None:
@@ -155,21 +158,21 @@ def test_any_shape_nested_and_keyless(lake: str, tmp_path: Path) -> None:
     assert len(ranged) == 2
 
 
-def test_bad_input_changes_nothing(lake: str, tmp_path: Path) -> None:
+def test_bad_input_changes_nothing(lake: str, lake_path: str, tmp_path: Path) -> None:
     ok("--lake", lake, "create", "logs", "-k", "ts")
     good = ndjson(tmp_path / "good.ndjson", [{"ts": 1}])
     bad = tmp_path / "bad.ndjson"
     bad.write_text('{"ts": 1}\n{"ts": 2\n')
     empty = tmp_path / "empty.ndjson"
     empty.write_text("")
-    before = snapshot_files(lake)
+    before = snapshot_files(lake_path)
     r = fail("--lake", lake, "load", "-p", "logs", good, str(bad))
     assert "bad.ndjson" in r.err and "line 2" in r.err
     assert "empty.ndjson" in fail("--lake", lake, "load", "-p", "logs", str(empty)).err
     assert "nope.ndjson" in fail("--lake", lake, "load", "-p", "logs", "nope.ndjson").err
     structs = ndjson(tmp_path / "s.ndjson", [{"ts": {"a": 1}}])
     assert "cannot be sorted" in fail("--lake", lake, "load", "-p", "logs", structs).err
-    after = {p: s for p, s in snapshot_files(lake).items() if "/data/" not in p}
+    after = {p: s for p, s in snapshot_files(lake_path).items() if "/data/" not in p}
     assert after == {p: s for p, s in before.items() if "/data/" not in p}
     assert ok("--lake", lake, "scan", "-p", "logs").rows() == []
     ok("--lake", lake, "verify")
@@ -331,10 +334,10 @@ def test_delete_objects_and_revert(lake: str, tmp_path: Path) -> None:
     ok("--lake", lake, "verify")
 
 
-def test_vacuum(lake: str, tmp_path: Path) -> None:
+def test_vacuum(lake: str, lake_path: str, tmp_path: Path) -> None:
     ids = _three_loads(lake, tmp_path)
     ok("--lake", lake, "delete", "-p", "logs", "--where", "ts < 100")
-    data = sorted(p for p in snapshot_files(lake) if "/data/" in p and p.endswith(".parquet"))
+    data = sorted(p for p in snapshot_files(lake_path) if "/data/" in p and p.endswith(".parquet"))
     assert len(data) == 3
     # all history is retained by default: nothing is unreachable yet
     assert "removed 0" in ok("--lake", lake, "vacuum", "-p", "logs", "--grace", "0").err
@@ -344,23 +347,23 @@ def test_vacuum(lake: str, tmp_path: Path) -> None:
     vac = ["--lake", lake, "vacuum", "-p", "logs", "--retention", "0", "--grace", "0"]
     dry = ok(*vac, "--dry-run")
     assert len(dry.text.splitlines()) == 3 and "would remove 3" in dry.err
-    assert sorted(p for p in snapshot_files(lake) if p.endswith(".parquet")) == data
+    assert sorted(p for p in snapshot_files(lake_path) if p.endswith(".parquet")) == data
     ok(*vac)
-    assert [p for p in snapshot_files(lake) if "/data/" in p] == []
+    assert [p for p in snapshot_files(lake_path) if "/data/" in p] == []
     assert ok("--lake", lake, "scan", "-p", "logs").rows() == []
     assert "removed" in fail("--lake", lake, "scan", "-p", f"logs@{ids[0]}").err
     ok("--lake", lake, "verify")
 
 
-def test_key_of_another_type_family_is_refused(lake: str, tmp_path: Path) -> None:
+def test_key_of_another_type_family_is_refused(lake: str, lake_path: str, tmp_path: Path) -> None:
     ok("--lake", lake, "create", "p", "-k", "k")
     ok("--lake", lake, "load", "-p", "p", ndjson(tmp_path / "a.ndjson", [{"k": 1}, {"k": 9}]))
-    before = snapshot_files(lake)
+    before = snapshot_files(lake_path)
     text = ndjson(tmp_path / "b.ndjson", [{"k": "3"}, {"k": "7"}])
     r = fail("--lake", lake, "load", "-p", "p", text)
     assert r.err.startswith("error: ") and len(r.err.strip().splitlines()) == 1
     assert "key field 'k' is string in this load but int64" in r.err
-    assert snapshot_files(lake) == before  # nothing written is left behind
+    assert snapshot_files(lake_path) == before  # nothing written is left behind
     # the same family widens: floats interleave with the integers
     ok("--lake", lake, "load", "-p", "p", ndjson(tmp_path / "c.ndjson", [{"k": 2.5}]))
     assert keys_of(ok("--lake", lake, "scan", "-p", "p"), "k") == [1.0, 2.5, 9.0]

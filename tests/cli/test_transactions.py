@@ -1,5 +1,6 @@
 """Transactions of the Python API (``pool.transaction``): atomic, rolled back on an
-exception or a conflict; the lake is inspected through the CLI.
+exception or a conflict; the lake is inspected through the CLI. Served, the
+transaction runs through the server too (``Lake.open`` of its URL).
 
 Every scenario ends with ``limno verify`` passing (the ``lake`` fixture checks it on
 teardown).
@@ -11,8 +12,7 @@ import pyarrow as pa
 import pytest
 
 from git_scenarios import Lk
-from limno import ConflictError
-from limno.api.local import LocalLake as Lake
+from limno import ConflictError, Lake
 from limno.pools.branching import TX_PREFIX
 
 pytestmark = pytest.mark.usefixtures("isolated_home")

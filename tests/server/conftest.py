@@ -18,13 +18,17 @@ from server_support import Served, served, start_server
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A real ``limno serve`` on a fresh lake; it must stop with exit code 0."""
+    """A real ``limno serve`` on a fresh lake (its admin's key in the environment
+    while the module runs); it must stop with exit code 0."""
     root = tmp_path_factory.mktemp("served")
     lake = str(root / "lake")
     Lake.init(lake)
     proc = start_server(lake)
     try:
-        yield proc
+        with pytest.MonkeyPatch.context() as env:  # the module's clients use its admin key
+            for name, value in proc.env.items():
+                env.setenv(name, value)
+            yield proc
     finally:
         assert proc.stop() == 0, proc.lines
 

@@ -68,7 +68,7 @@ def test_openapi_has_a_path_per_operation(server: Served) -> None:
 def test_errors_are_problem_details(
     server: Served, logs: str, method: str, path: str, body: object, status: int, error: str
 ) -> None:
-    r = httpx.request(method, server.url + path, json=body)
+    r = httpx.request(method, server.url + path, json=body, auth=server.auth)
     assert r.status_code == status
     assert r.headers["content-type"] == "application/problem+json"
     doc = r.json()
@@ -78,11 +78,15 @@ def test_errors_are_problem_details(
 
 def test_a_vetoed_commit_is_412(server: Served, logs: str) -> None:
     hook = {"name": "no", "event": "pre-commit", "run": "exit 3", "branches": ["guarded"]}
-    assert httpx.post(f"{server.url}/v1/pools/logs/hooks", json=hook).status_code == 201
-    httpx.post(f"{server.url}/v1/pools/logs/branches", json={"name": "guarded"})
+    assert (
+        httpx.post(f"{server.url}/v1/pools/logs/hooks", json=hook, auth=server.auth).status_code
+        == 201
+    )
+    httpx.post(f"{server.url}/v1/pools/logs/branches", json={"name": "guarded"}, auth=server.auth)
     r = httpx.post(
         f"{server.url}/v1/pools/logs/load?branch=guarded&name=x.ndjson",
         content=b'{"ts": 9}\n',
+        auth=server.auth,
     )
     assert r.status_code == 412, r.text
     assert r.json()["error"] == "HookVetoError"
@@ -91,7 +95,7 @@ def test_a_vetoed_commit_is_412(server: Served, logs: str) -> None:
 
 def _scan(server: Served, accept: str | None) -> httpx.Response:
     headers = {"Accept": accept} if accept else {}
-    r = httpx.get(f"{server.url}/v1/pools/logs/scan", headers=headers)
+    r = httpx.get(f"{server.url}/v1/pools/logs/scan", headers=headers, auth=server.auth)
     assert r.status_code == 200, r.text
     return r
 
@@ -109,7 +113,9 @@ def test_scan_in_every_format(server: Served, logs: str) -> None:
     assert pq.read_table(io.BytesIO(parquet)).to_pylist() == ROWS
     preferred = _scan(server, "text/html;q=0.9, text/csv;q=0.5, application/json;q=0.8")
     assert preferred.headers["content-type"].startswith("application/json")
-    refused = httpx.get(f"{server.url}/v1/pools/logs/scan", headers={"Accept": "image/png"})
+    refused = httpx.get(
+        f"{server.url}/v1/pools/logs/scan", headers={"Accept": "image/png"}, auth=server.auth
+    )
     assert refused.status_code == 406
 
 
@@ -119,15 +125,18 @@ def test_an_empty_result_has_its_schema(server: Served, logs: str) -> None:
         f"{server.url}/v1/query",
         json=sql,
         headers={"Accept": "application/vnd.apache.arrow.stream"},
+        auth=server.auth,
     )
     table = ipc.open_stream(r.content).read_all()
     assert table.num_rows == 0 and table.schema.names == ["ts", "msg"]
-    csv = httpx.post(f"{server.url}/v1/query", json=sql, headers={"Accept": "text/csv"})
+    csv = httpx.post(
+        f"{server.url}/v1/query", json=sql, headers={"Accept": "text/csv"}, auth=server.auth
+    )
     assert csv.text == '"ts","msg"\n'
 
 
 def _commits(server: Served) -> int:
-    return len(httpx.get(f"{server.url}/v1/pools/logs/log").json())
+    return len(httpx.get(f"{server.url}/v1/pools/logs/log", auth=server.auth).json())
 
 
 @pytest.mark.parametrize("framed", [False, True])
@@ -146,13 +155,18 @@ def test_an_upload_that_ends_early_commits_nothing(server: Served, logs: str, fr
     with socket.create_connection((url.hostname, url.port)) as sock:
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
+            f"Content-Length: {len(body)}\r\n{server.authorization}\r\n"
         )
         sock.sendall(head.encode() + body[: len(body) // 2])
     assert httpx.get(f"{server.url}/health").status_code == 200
     assert _commits(server) == before
     # and a whole body loads
-    r = httpx.post(f"{server.url}{path}", content=body, headers={"Content-Type": content_type})
+    r = httpx.post(
+        f"{server.url}{path}",
+        content=body,
+        headers={"Content-Type": content_type},
+        auth=server.auth,
+    )
     assert r.status_code == 200, r.text
     assert _commits(server) == before + 1
     assert r.json()["message"] == "load 2000 record(s)"
@@ -167,6 +181,7 @@ def test_a_framed_body_cut_between_frames_commits_nothing(server: Served, logs: 
         params={"parts": '[{"name": "a.ndjson"}]'},
         content=len(chunk).to_bytes(4, "big") + chunk,
         headers={"Content-Type": "application/vnd.limno.parts"},
+        auth=server.auth,
     )
     assert r.status_code == 400
     assert r.json()["detail"] == "upload ended early: nothing was loaded"
@@ -188,10 +203,12 @@ def test_serve_refuses_a_server_url() -> None:
     ]
 
 
-def test_two_servers_on_one_lake_agree(tmp_path: Path) -> None:
+def test_two_servers_on_one_lake_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lake = str(tmp_path / "lake")
     Lake.init(lake)
     first, second = start_server(lake), start_server(lake)
+    for name, value in first.env.items():  # a key of the lake works on both of its servers
+        monkeypatch.setenv(name, value)
     try:
         Lake.open(first.url).create_pool("shared", key="k")
         pool = Lake.open(second.url).pool("shared")

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
+    from limno.api.auth_admin import AuthAdmin
     from limno.core.commits import Commit
     from limno.core.hooks import HookSpec
     from limno.core.versioning import DiffEntry, MergeResult
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from limno.data.typed_schema import TypedSchema
     from limno.engines.query_limits import QueryLimits
     from limno.faults import Fault
+    from limno.pools.events import Event
     from limno.pools.records.compaction import JobResult
     from limno.pools.registry import PoolConfig
     from limno.pools.vacuum import Retention, VacuumReport
@@ -81,6 +83,12 @@ class RemoteLake(Lake):
             " ('limno --lake PATH init')"
         )
 
+    def auth(self) -> AuthAdmin:
+        """Users, keys and grants, managed by the server for an admin (403 otherwise)."""
+        from limno.api.remote_auth import RemoteAuth
+
+        return RemoteAuth(self._http)
+
     def close(self) -> None:
         """Close the connections (also done when the lake is garbage collected)."""
         self._http.close()
@@ -111,6 +119,7 @@ class RemoteLake(Lake):
         compaction: Mapping[str, Any] | None = None,
         retention: Mapping[str, dt.timedelta] | None = None,
     ) -> RemotePool:
+        _check_pool_name(name)
         body = {
             "name": name,
             "key": key,
@@ -130,6 +139,7 @@ class RemoteLake(Lake):
         return wire.config_from_json(self._http.call("DELETE", f"/v1/pools/{_seg(name)}"))
 
     def rename_pool(self, old: str, new: str) -> PoolConfig:
+        _check_pool_name(new)
         done = self._http.call("POST", f"/v1/pools/{_seg(old)}/rename", body={"name": new})
         return wire.config_from_json(done)
 
@@ -150,6 +160,21 @@ class RemoteLake(Lake):
         log: Callable[[str], None] = lambda message: None,
     ) -> int:
         raise InvalidInputError("manage runs next to the lake, not through a server")
+
+    def events(
+        self,
+        pool: str | None = None,
+        after: str | None = None,
+        follow: bool = True,
+        stop: threading.Event | None = None,
+        *,
+        poll_interval: float = 1.0,
+    ) -> Iterator[Event]:
+        """The server's event stream (``GET /v1/events``), read as it arrives; a dropped
+        connection resumes after the last event seen (:mod:`limno.api.remote_events`)."""
+        from limno.api.remote_events import events
+
+        return events(self._http, pool, after, follow, stop, poll_interval)
 
     def query(
         self,
@@ -176,6 +201,21 @@ class RemoteLake(Lake):
         return self._http.table("POST", "/v1/query", body=body)
 
 
+def _check_pool_name(name: str) -> None:
+    """Refuse a bad pool name here, in the lake's words: the server's guard would refuse
+    it too, but in its own (which the CLI would print instead of the lake's line)."""
+    from limno.pools.registry import validate_pool_name
+
+    validate_pool_name(name)
+
+
+def _check_ref_name(kind: str, name: str) -> None:
+    """A new branch's or tag's name, checked here for the same reason."""
+    from limno.core.refs import validate_ref_name
+
+    validate_ref_name(kind, name)
+
+
 def _seg(text: str) -> str:
     """``text`` as one segment of a URL path."""
     return quote(text, safe="")
@@ -200,6 +240,7 @@ class RemotePool(Pool):
         return dict(self._call("GET", "tags"))
 
     def branch(self, name: str, from_ref: str | None = None) -> str:
+        _check_ref_name("branch", name)
         return str(
             self._call("POST", "branches", body={"name": name, "from_ref": from_ref})["commit"]
         )
@@ -208,6 +249,7 @@ class RemotePool(Pool):
         return str(self._call("DELETE", f"branches/{quote(name)}")["commit"])
 
     def tag(self, name: str, from_ref: str | None = None) -> str:
+        _check_ref_name("tag", name)
         return str(self._call("POST", "tags", body={"name": name, "from_ref": from_ref})["commit"])
 
     def delete_tag(self, name: str) -> str:

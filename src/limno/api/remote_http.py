@@ -2,8 +2,10 @@
 
 Credentials, TLS and timeouts are decided here, for every request the client makes:
 
-- ``LIMNO_ACCESS_KEY_ID`` and ``LIMNO_SECRET_ACCESS_KEY``, when both are set, go
-  with every request as HTTP Basic credentials;
+- the caller's key (:func:`limno.auth.verify.credentials`: ``LIMNO_ACCESS_KEY_ID``
+  and ``LIMNO_SECRET_ACCESS_KEY``, else the credentials file in the user's config
+  directory) goes with every request as HTTP Basic credentials; a 401 says which
+  of the two was wrong (none sent, or a key the server does not accept);
 - ``LIMNO_CA_BUNDLE`` names a CA file for servers with a private certificate;
 - a connection attempt gives up after 10 s (``LIMNO_CONNECT_TIMEOUT``); answers may
   take as long as the work (a compaction runs on the server while the client waits).
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from limno import errors
+from limno.auth import verify as auth_verify
 from limno.errors import InvalidInputError, LimnoError, StorageError
 from limno.lazy import lazy_module
 
@@ -56,9 +59,8 @@ _BY_STATUS: dict[int, type[LimnoError]] = {
 
 def client(base_url: str) -> httpx.Client:
     """A connection pool to the server at ``base_url``, with the caller's credentials."""
-    key_id = os.environ.get("LIMNO_ACCESS_KEY_ID")
-    secret = os.environ.get("LIMNO_SECRET_ACCESS_KEY")
-    auth = httpx.BasicAuth(key_id, secret) if key_id and secret else None
+    creds = auth_verify.credentials()
+    auth = None if creds is None else httpx.BasicAuth(creds.access_key_id, creds.secret_access_key)
     try:
         connect = float(os.environ.get("LIMNO_CONNECT_TIMEOUT") or 10)
     except ValueError:
@@ -66,7 +68,7 @@ def client(base_url: str) -> httpx.Client:
     # plain http never uses TLS (redirects are not followed): skip loading CA certificates,
     # a tenth of a second of every command's start
     tls = base_url.lower().startswith("https:")
-    verify: Any = (os.environ.get("LIMNO_CA_BUNDLE") or True) if tls else False
+    verify: Any = _tls_context(os.environ.get("LIMNO_CA_BUNDLE")) if tls else False
     return httpx.Client(
         base_url=base_url,
         auth=auth,
@@ -75,6 +77,22 @@ def client(base_url: str) -> httpx.Client:
         headers={"User-Agent": "limno"},
         trust_env=True,
     )
+
+
+def _tls_context(bundle: str | None) -> Any:
+    """What httpx verifies servers with: the system's CAs, or ``LIMNO_CA_BUNDLE`` (a
+    file, or a directory of hashed certificates), as an SSL context (httpx deprecates
+    a path)."""
+    if not bundle:
+        return True
+    import ssl
+
+    try:
+        if os.path.isdir(bundle):
+            return ssl.create_default_context(capath=bundle)
+        return ssl.create_default_context(cafile=bundle)
+    except (OSError, ssl.SSLError) as e:
+        raise InvalidInputError(f"LIMNO_CA_BUNDLE {bundle}: not a CA bundle ({e})") from None
 
 
 def raise_problem(response: httpx.Response) -> None:
@@ -130,6 +148,22 @@ class Connection:
     def close(self) -> None:
         self._closer()
 
+    @contextlib.contextmanager
+    def _unauthenticated(self) -> Iterator[None]:
+        """A 401 worded for the client: which credentials it sent, and where they come
+        from (the server's message would name the server's own files)."""
+        try:
+            yield
+        except errors.UnauthenticatedError as e:
+            if self.client.auth is None:
+                raise errors.UnauthenticatedError(
+                    f"{self.url}: no credentials: set {auth_verify.ENV_KEY_ID} and"
+                    f" {auth_verify.ENV_SECRET} or write {auth_verify.credentials_path()}"
+                ) from None
+            raise errors.UnauthenticatedError(
+                f"{self.url}: unknown key or wrong secret ({e})"
+            ) from None
+
     def call(
         self,
         method: str,
@@ -156,6 +190,7 @@ class Connection:
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         with (
             transport_errors(self.url),
+            self._unauthenticated(),
             self.client.stream(
                 method,
                 path,
@@ -188,10 +223,19 @@ class Connection:
     def table(
         self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Any = None
     ) -> pa.Table:
-        """A whole Arrow answer as one table (with its schema when it has no rows)."""
-        it = self.batches(method, path, params, body)
-        schema = next(it)
-        return pa.Table.from_batches(list(it), schema=schema)
+        """A whole Arrow answer as one table (with its schema when it has no rows).
+
+        Read in one piece and parsed without copies: for the small answers this is
+        for (lookups, meta tables, query results) the reader over a stream of chunks
+        costs more than the bytes."""
+        with self.stream(method, path, params, body, headers={"Accept": ARROW}) as response:
+            data = response.read()
+        try:
+            return ipc.open_stream(data).read_all()
+        except pa.ArrowInvalid as e:  # the stream stopped short: the server failed
+            raise StorageError(
+                f"limno server {self.url} ended an answer early ({e}); see its log"
+            ) from None
 
 
 def _param(v: Any) -> str:

@@ -106,6 +106,14 @@ class AuthStore:
         key = AccessKey.from_json(record)
         return KeySecret(key, User.from_json(owner), box.open(str(record["secret"]), key.id))
 
+    def check_server_secret(self) -> None:
+        """InvalidInputError when the server secret is missing, too short, or not the one
+        this lake's key secrets are sealed with (a server checks at start)."""
+        crypto.server_secret(self._server_secret)
+        kdf = self._state().items.get(_KDF)
+        if kdf is not None:
+            self._box({_KDF: kdf})
+
     # -- writing -------------------------------------------------------------------
     def _commit(self, updates: Any, meta: Mapping[str, Any]) -> StoreState:
         if not self.journal.exists():

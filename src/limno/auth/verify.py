@@ -26,11 +26,14 @@ import base64
 import binascii
 import hmac
 import os
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from limno.auth.model import User
-from limno.auth.store import AuthStore
+from limno.auth.store import AuthStore, KeySecret
 from limno.errors import InvalidInputError, UnauthenticatedError
 
 __all__ = [
@@ -49,8 +52,12 @@ ENV_KEY_ID = "LIMNO_ACCESS_KEY_ID"
 ENV_SECRET = "LIMNO_SECRET_ACCESS_KEY"
 ENV_PROFILE = "LIMNO_PROFILE"
 _BAD = "invalid access key id or secret"
+#: a server's words (a client says where its own credentials come from)
+_MISSING = "credentials required: HTTP Basic with an access key id and its secret"
 #: compared against when the key id is unknown, so that both failures cost the same
 _DUMMY = b"0" * 40
+#: keys an Authenticator remembers at most (then it starts over)
+_CACHE_SIZE = 10_000
 
 
 @dataclass(frozen=True)
@@ -62,20 +69,54 @@ class Credentials:
 
 
 class Authenticator:
-    """Checks credentials against a lake's auth store (one per server process)."""
+    """Checks credentials against a lake's auth store (one per server process).
 
-    def __init__(self, store: AuthStore) -> None:
+    ``ttl`` > 0: a key found in the store is remembered that many seconds (its owner,
+    role, grants and decrypted secret), so that a busy server does not read the
+    auth journal on every request. A key deleted (or a grant changed) by another
+    process is seen within ``ttl``; changes this server makes itself call
+    :meth:`forget`. Unknown keys are never remembered: a new key works at once.
+    Thread-safe.
+    """
+
+    def __init__(
+        self, store: AuthStore, ttl: float = 0.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.store = store
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[str, tuple[float, KeySecret]] = {}
+        self._lock = threading.Lock()
+
+    def _lookup(self, access_key_id: str) -> KeySecret | None:
+        if self._ttl <= 0:
+            return self.store.key_secret(access_key_id)
+        now = self._clock()
+        with self._lock:
+            hit = self._cache.get(access_key_id)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        found = self.store.key_secret(access_key_id)
+        with self._lock:
+            if found is None:
+                self._cache.pop(access_key_id, None)
+            else:
+                if len(self._cache) >= _CACHE_SIZE:
+                    self._cache.clear()
+                self._cache[access_key_id] = (now + self._ttl, found)
+        return found
+
+    def forget(self) -> None:
+        """Drop what is remembered (after a change to users, keys or grants)."""
+        with self._lock:
+            self._cache.clear()
 
     def authenticate(self, access_key_id: str | None, secret: str | None) -> User:
         """The user whose key this is; UnauthenticatedError when credentials are missing
         or do not match (the same message for an unknown key and a wrong secret)."""
         if not access_key_id or not secret:
-            raise UnauthenticatedError(
-                f"credentials required: set {ENV_KEY_ID} and {ENV_SECRET}"
-                f" (or write {credentials_path()})"
-            )
-        found = self.store.key_secret(access_key_id)
+            raise UnauthenticatedError(_MISSING)
+        found = self._lookup(access_key_id)
         expected = found.secret.encode() if found is not None else _DUMMY
         matches = hmac.compare_digest(expected, secret.encode())
         if found is None or not matches:
@@ -90,7 +131,7 @@ class Authenticator:
     def secret(self, access_key_id: str) -> tuple[User, str]:
         """The owner and plain secret of a key, for signature checks (SigV4);
         UnauthenticatedError when there is no such key."""
-        found = self.store.key_secret(access_key_id)
+        found = self._lookup(access_key_id)
         if found is None:
             raise UnauthenticatedError(_BAD)
         return found.user, found.secret
@@ -100,10 +141,7 @@ def parse_authorization(header: str | None) -> tuple[str, str]:
     """``(access key id, secret)`` from an ``Authorization: Basic ...`` header;
     UnauthenticatedError when it is missing or not Basic."""
     if not header:
-        raise UnauthenticatedError(
-            f"credentials required: set {ENV_KEY_ID} and {ENV_SECRET}"
-            f" (or write {credentials_path()})"
-        )
+        raise UnauthenticatedError(_MISSING)
     scheme, _, value = header.strip().partition(" ")
     if scheme.lower() != "basic":
         raise UnauthenticatedError("unsupported authorization scheme (use HTTP Basic)")

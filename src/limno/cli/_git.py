@@ -259,6 +259,22 @@ def hook() -> None:
 @click.option("--event", type=click.Choice(EVENTS), required=True)
 @click.option("--run", "run", default=None, help="Shell command; a non-zero exit vetoes.")
 @click.option("--python", "python", default=None, help="module:function called with the event.")
+@click.option("--webhook", default=None, help="http(s) URL the event is POSTed to; non-2xx vetoes.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Webhook: seconds to wait for an answer (default 10); then it vetoes.",
+)
+@click.option(
+    "--header", "headers", multiple=True, metavar="K=V", help="Webhook: an extra request header."
+)
+@click.option(
+    "--secret-env",
+    default=None,
+    metavar="NAME",
+    help="Webhook: sign the body (HMAC-SHA256) with the key in this environment variable.",
+)
 @click.option("--branch", "branches", multiple=True, help="Only on branches matching this glob.")
 @click.argument("name")
 @click.pass_obj
@@ -268,13 +284,35 @@ def hook_add(
     event: str,
     run: str | None,
     python: str | None,
+    webhook: str | None,
+    timeout: float | None,
+    headers: Sequence[str],
+    secret_env: str | None,
     branches: Sequence[str],
     name: str,
 ) -> None:
-    """Add hook NAME to the pool."""
+    """Add hook NAME to the pool: a shell command (--run), a Python function (--python)
+    or a webhook (--webhook)."""
+    pairs = []
+    for h in headers:
+        key, eq, value = h.partition("=")
+        if not eq:
+            raise InvalidInputError(f"--header {h!r}: give NAME=VALUE")
+        pairs.append((key.strip(), value.strip()))
     pool_name, _ = obj.pool_ref(ref)
     pool = obj.lake().pool(pool_name)
-    pool.add_hook(HookSpec(name, event, run, python, tuple(branches)))
+    spec = HookSpec(
+        name,
+        event,
+        run,
+        python,
+        tuple(branches),
+        webhook=webhook,
+        timeout=timeout,
+        headers=tuple(pairs),
+        secret_env=secret_env,
+    )
+    pool.add_hook(spec)
     click.echo(f"added {event} hook {name!r} to pool {pool.name}", err=True)
 
 
@@ -290,11 +328,19 @@ def hook_ls(obj: Context, ref: str | None, fmt: str | None) -> None:
         {
             "name": [s.name for s in specs],
             "event": [s.event for s in specs],
-            "run": [s.run or f"python {s.python}" for s in specs],
+            "run": [_hook_runs(s) for s in specs],
             "branches": [",".join(s.branches) or "*" for s in specs],
         }
     )
     write_tables([table], obj.format(fmt))
+
+
+def _hook_runs(spec: HookSpec) -> str:
+    """What ``hook ls`` shows a hook runs (a webhook's headers stay out: they may hold
+    tokens)."""
+    if spec.webhook is not None:
+        return f"webhook {spec.webhook}"
+    return spec.run or f"python {spec.python}"
 
 
 @hook.command(name="rm")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from limno.cli._context import Context
+from limno.cli._context import SIZE, Context
 from limno.errors import InvalidInputError
 
 __all__ = ["COMMANDS"]
@@ -28,16 +28,121 @@ __all__ = ["COMMANDS"]
     show_default=True,
     help="Address to listen on (0.0.0.0: every interface).",
 )
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Ask no credentials, allow everything: trusted loopback or tests only."
+    " Without it the server needs LIMNO_AUTH_SECRET and checks every request.",
+)
+@click.option(
+    "--query-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest a query may run (a caller may ask for less).",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=10_000_000,
+    show_default=True,
+    metavar="N",
+    help="Most rows a query may answer (a caller may ask for fewer).",
+)
+@click.option(
+    "--max-result-bytes",
+    type=SIZE,
+    default="1GiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Largest answer a query may give, in memory (a caller may ask for less).",
+)
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    metavar="MB",
+    help="Largest JSON request body (413 beyond).",
+)
+@click.option(
+    "--max-upload-mb",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="MB",
+    help="Largest upload of load/add, spooled to disk (0: no limit).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A client sending no body bytes this long gets 408; nothing is done.",
+)
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="Serve HTTPS: certificate.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="Serve HTTPS: private key.")
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Allow browsers of ORIGIN (repeatable; none: CORS off).",
+)
+@click.option(
+    "--events-heartbeat",
+    type=click.FloatRange(min=0.05),
+    default=15.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Keep-alive comment interval of idle event streams.",
+)
 @click.pass_obj
-def serve(obj: Context, port: int, host: str) -> None:
-    """Serve the lake's HTTP API until SIGTERM or Ctrl-C (OpenAPI at /openapi.json)."""
+def serve(
+    obj: Context,
+    port: int,
+    host: str,
+    no_auth: bool,
+    query_timeout: float,
+    max_rows: int,
+    max_result_bytes: int,
+    max_body_mb: float,
+    max_upload_mb: float,
+    body_timeout: float,
+    tls_cert: str | None,
+    tls_key: str | None,
+    cors_origins: tuple[str, ...],
+    events_heartbeat: float,
+) -> None:
+    """Serve the lake's HTTP API until SIGTERM or Ctrl-C (OpenAPI at /openapi.json).
+
+    Every request but /health and the API's documents needs an access key (HTTP
+    Basic; see 'limno auth'), and LIMNO_AUTH_SECRET must be set, unless --no-auth.
+    """
     if obj.location.split("://", 1)[0].lower() in ("http", "https"):
         raise InvalidInputError(
             f"limno serve serves a lake path or s3:// location, not another server ({obj.location})"
         )
+    from limno.engines.query_limits import QueryLimits
+    from limno.server.guard import MB, Limits, Options
     from limno.server.run import serve as run
 
-    run(obj.location, host, port)
+    limits = QueryLimits(query_timeout, max_rows, max_result_bytes)
+    options = Options(
+        Limits(int(max_body_mb * MB), int(max_upload_mb * MB) or None, body_timeout),
+        cors_origins,
+        tls_cert,
+        tls_key,
+        events_heartbeat,
+    )
+    run(obj.location, host, port, auth=not no_auth, limits=limits, options=options)
+    # stopped: the process ends now, and the collector's passes over what the server
+    # made would only delay its exit (by a few tenths of a second)
+    import gc
+
+    gc.freeze()
 
 
 COMMANDS = [serve]

@@ -8,19 +8,24 @@ raised: the change is already visible).
 Hooks come from two places:
 
 * the pool's configuration (persisted, so every process and the CLI run them):
-  ``{"name", "event", "run": "shell command"}`` or ``{"name", "event",
-  "python": "module:function"}``, optionally ``"branches": ["main", "release-*"]``
-  (glob patterns; default all branches);
+  ``{"name", "event", "run": "shell command"}``, ``{"name", "event",
+  "python": "module:function"}`` or ``{"name", "event", "webhook": "https://...",
+  "timeout": 10, "headers": {...}, "secret_env": "VAR"}``, optionally
+  ``"branches": ["main", "release-*"]`` (glob patterns; default all branches);
 * callables registered in-process with :meth:`Hooks.register`.
 
-A shell hook gets the event as JSON on stdin and as ``LIMNO_*`` environment
-variables; a non-zero exit vetoes, and its output (stderr, else stdout) is the
-reason. A Python hook is called with the event dict; raising vetoes, with the
-exception's message as the reason.
+Every hook gets the same event: the operation's payload plus ``event``, a unique
+``event_id`` (a KSUID) and the ``time`` it fired (ISO 8601, UTC). A shell hook gets
+it as JSON on stdin and as ``LIMNO_*`` environment variables; a non-zero exit
+vetoes, and its output (stderr, else stdout) is the reason. A Python hook is called
+with the event dict; raising vetoes, with the exception's message as the reason. A
+webhook gets it POSTed as JSON (:mod:`limno.core.webhooks`); anything but a 2xx
+answer in time vetoes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import importlib
 import json
@@ -30,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from limno.errors import HookVetoError, InvalidInputError
+from limno.ksuid import ksuid
 
-__all__ = ["EVENTS", "HookSpec", "Hooks", "validate_hook"]
+__all__ = ["EVENTS", "HookFailure", "HookSpec", "Hooks", "validate_hook"]
 
 EVENTS = ("pre-commit", "post-commit", "pre-merge", "post-merge")
 HOOK_TIMEOUT = 300.0
@@ -39,15 +45,30 @@ HOOK_TIMEOUT = 300.0
 HookFn = Callable[[dict[str, Any]], None]
 
 
+class HookFailure(Exception):
+    """A configured hook said no; the message is its reason (a pre hook's failure
+    becomes a HookVetoError naming the hook, a post hook's is logged)."""
+
+
 @dataclass(frozen=True)
 class HookSpec:
-    """A configured hook."""
+    """A configured hook: exactly one of ``run`` (shell), ``python`` or ``webhook``
+    (a URL); ``timeout``, ``headers`` and ``secret_env`` (the name of the environment
+    variable holding the HMAC key, never the key) are the webhook's."""
 
     name: str
     event: str
     run: str | None = None
     python: str | None = None
     branches: tuple[str, ...] = ()
+    webhook: str | None = None
+    timeout: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    secret_env: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "webhook" if self.webhook is not None else "python" if self.python else "shell"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "event": self.event}
@@ -55,12 +76,28 @@ class HookSpec:
             out["run"] = self.run
         if self.python is not None:
             out["python"] = self.python
+        if self.webhook is not None:
+            out["webhook"] = self.webhook
+        if self.timeout is not None:
+            out["timeout"] = self.timeout
+        if self.headers:
+            out["headers"] = dict(self.headers)
+        if self.secret_env is not None:
+            out["secret_env"] = self.secret_env
         if self.branches:
             out["branches"] = list(self.branches)
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> HookSpec:
+        headers = d.get("headers") or {}
+        if not isinstance(headers, Mapping):
+            raise InvalidInputError(f"hook {d.get('name')!r}: headers are an object")
+        timeout = d.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        ):
+            raise InvalidInputError(f"hook {d.get('name')!r}: timeout is a number of seconds")
         return validate_hook(
             cls(
                 name=str(d.get("name", "")),
@@ -68,6 +105,10 @@ class HookSpec:
                 run=d.get("run"),
                 python=d.get("python"),
                 branches=tuple(d.get("branches") or ()),
+                webhook=d.get("webhook"),
+                timeout=None if timeout is None else float(timeout),
+                headers=tuple((str(k), str(v)) for k, v in headers.items()),
+                secret_env=d.get("secret_env"),
             )
         )
 
@@ -80,12 +121,16 @@ def validate_hook(spec: HookSpec) -> HookSpec:
         raise InvalidInputError("a hook needs a name")
     if spec.event not in EVENTS:
         raise InvalidInputError(f"unknown hook event {spec.event!r} (one of {', '.join(EVENTS)})")
-    if (spec.run is None) == (spec.python is None):
+    if sum(x is not None for x in (spec.run, spec.python, spec.webhook)) != 1:
         raise InvalidInputError(
-            f"hook {spec.name!r}: give exactly one of a shell command or python"
+            f"hook {spec.name!r}: give exactly one of a shell command, python or a webhook"
         )
     if spec.python is not None and ":" not in spec.python:
         raise InvalidInputError(f"hook {spec.name!r}: python hooks are 'module:function'")
+    if spec.webhook is not None or spec.timeout is not None or spec.headers or spec.secret_env:
+        from limno.core.webhooks import validate_webhook  # only pools with webhooks
+
+        validate_webhook(spec)
     return spec
 
 
@@ -104,16 +149,18 @@ class Hooks:
 
     def fire(self, event: str, payload: Mapping[str, Any]) -> None:
         """Run every hook for ``event``; a pre hook's failure raises HookVetoError."""
-        data = {"event": event, **payload}
-        branch = str(data.get("branch", ""))
+        runners = self._runners(event, str(payload.get("branch", "")))
+        if not runners:
+            return
+        data = {"event": event, "event_id": ksuid(), "time": _now(), **payload}
         pre = event.startswith("pre-")
-        for name, run in self._runners(event, branch):
+        for name, run in runners:
             try:
                 run(data)
-            except HookVetoError:
+            except HookVetoError as e:
                 if pre:
                     raise
-                _warn("%s hook %r failed", event, name)
+                _warn("%s hook %r failed: %s", event, name, e)
             except Exception as e:  # noqa: BLE001 - a hook's own failure is its veto
                 if pre:
                     raise HookVetoError(f"{event} hook {name!r} vetoed: {e}") from e
@@ -128,6 +175,10 @@ class Hooks:
         return out
 
 
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
 def _warn(message: str, *args: object) -> None:
     """Log a post hook's failure to logger ``limno.hooks`` (logging, a few milliseconds to
     import, loads only when a hook fails)."""
@@ -137,6 +188,10 @@ def _warn(message: str, *args: object) -> None:
 
 
 def _runner(spec: HookSpec) -> HookFn:
+    if spec.webhook is not None:
+        from limno.core.webhooks import post_event  # httpx, hmac: only pools with webhooks
+
+        return lambda data: post_event(spec, data)
     if spec.python is not None:
         module, _, attr = spec.python.partition(":")
 
@@ -165,6 +220,6 @@ def _runner(spec: HookSpec) -> HookFn:
         if proc.returncode != 0:
             said = (proc.stderr or proc.stdout).decode(errors="replace").strip()
             reason = said.splitlines()[-1] if said else f"exit status {proc.returncode}"
-            raise HookVetoError(f"{spec.event} hook {spec.name!r} vetoed: {reason}")
+            raise HookFailure(reason)
 
     return shell

@@ -79,6 +79,15 @@ def _account_name() -> str:
         return "unknown"
 
 
+def _op_counts(actions: Sequence[Action]) -> dict[str, int]:
+    """How many actions of each op a commit has: the hooks' summary of a change (the
+    actions themselves can be millions)."""
+    counts: dict[str, int] = {}
+    for a in actions:
+        counts[a.op] = counts.get(a.op, 0) + 1
+    return counts
+
+
 @dataclass(frozen=True)
 class MergeResult:
     """What a merge did: ``kind`` is ``fast-forward``, ``merge`` or ``up-to-date``."""
@@ -301,12 +310,16 @@ class Versioned:
             "author": author,
             "meta": dict(meta or {}),
             "actions": len(actions),
+            "action_counts": _op_counts(actions),
+            "parents": [head, *extra_parents],  # as planned: a rebase may change the first
         }
         self.hooks.fire(f"pre-{event}", payload)
         commit = self._commit_loop(
             branch, actions, head, message, author, meta, extra_parents, rebase, since, validate
         )
-        self.hooks.fire(f"post-{event}", {**payload, "commit": commit.id})
+        self.hooks.fire(
+            f"post-{event}", {**payload, "commit": commit.id, "parents": list(commit.parents)}
+        )
         return commit
 
     def _commit_loop(
@@ -409,6 +422,7 @@ class Versioned:
             "strategy": strategy,
             "author": author,
             "message": message,
+            "meta": dict(meta or {}),
         }
         self.hooks.fire("pre-merge", payload)
         for attempt in range(MAX_COMMIT_ATTEMPTS):
@@ -427,7 +441,8 @@ class Versioned:
             except PreconditionFailedError:
                 backoff(attempt)
                 continue
-            self.hooks.fire("post-merge", {**payload, "commit": result.commit, "kind": result.kind})
+            done = {"commit": result.commit, "kind": result.kind, "previous": head}
+            self.hooks.fire("post-merge", {**payload, **done})
             return result
         raise ConflictError(
             f"branch {into!r}: gave up after {MAX_COMMIT_ATTEMPTS} concurrent updates"

@@ -22,9 +22,10 @@ but the snapshots' own objects (:mod:`limno.data.sql_safety`).
 ``readable`` (a server passes the caller's grants) says which pools the SQL may
 name: a pool ref or pool meta table of any other pool is refused with
 :class:`~limno.errors.ForbiddenError` naming the pool, before anything is read,
-and the lake's ``":pools"`` lists only the readable pools. ``limits``
-(:class:`~limno.engines.query_limits.QueryLimits`) stop a query at a time
-limit and refuse an answer past a row or byte limit.
+and the lake's ``":pools"`` lists only the readable pools (grants hold in safe mode
+only: without it, SQL may read any file). ``limits``
+(:class:`~limno.engines.query_limits.QueryLimits`) stop a query at a time limit
+and refuse an answer past a row or byte limit.
 
 A pool with no rows and no declared columns (created, nothing loaded) reads as
 an empty table of its key fields, so ``count(*)`` is 0 and ``SELECT *`` has no rows.
@@ -33,6 +34,8 @@ an empty table of its key fields, so ``count(*)`` is 0 and ``SELECT *`` has no r
 from __future__ import annotations
 
 import functools
+import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -100,7 +103,7 @@ def query(
             check_readable(name, readable)
     limits = limits or QueryLimits()
     # a safe query locks its connection for good: it gets a DuckDB instance of its own
-    con = duckdb.connect() if safe else _shared().cursor()
+    con = _connect(SAFE_TEMP_LIMIT) if safe else _shared().cursor()
     reads: list[_Read] = []
     watchdog = Watchdog(limits.timeout, con.interrupt)
     try:
@@ -114,7 +117,8 @@ def query(
             if watchdog.fired:  # before DuckDB ran the statement
                 raise limits.timed_out()
             return _answer(con, sql, limits)
-    except (duckdb.Error, OSError) as e:  # pyarrow's reader words an interrupt as OSError
+    # pyarrow's reader words an interrupt as OSError; one while a view was made, as limno's
+    except (duckdb.Error, OSError, LimnoError) as e:
         if watchdog.fired:
             raise limits.timed_out() from e
         if isinstance(e, duckdb.Error):
@@ -151,7 +155,36 @@ def _shared() -> duckdb.DuckDBPyConnection:
     costs nothing, and what a query registers (temporary views, Arrow tables) is
     its cursor's alone and gone when it closes.
     """
-    return duckdb.connect()
+    return _connect(None)
+
+
+#: how much a safe query (SQL from someone else: a server's caller) may spill to disk
+SAFE_TEMP_LIMIT = "1GiB"
+
+
+def _connect(temp_limit: str | None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB instance that spills (a sort or join larger than memory) into a
+    private directory under the system's temp directory, never into ``./.tmp`` of
+    the working directory (DuckDB's default for an in-memory database); ``temp_limit``
+    caps what it may spill (None: DuckDB's default). Each instance has a directory of
+    its own (instances must not share their spill files), which DuckDB makes when it
+    first spills and removes when it closes; what a killed query leaves goes at exit."""
+    own = os.path.join(_spill_directory(), uuid.uuid4().hex)
+    config: dict[str, str | bool | int | float | list[str]] = {"temp_directory": own}
+    if temp_limit is not None:
+        config["max_temp_directory_size"] = temp_limit
+    return duckdb.connect(config=config)
+
+
+@functools.cache
+def _spill_directory() -> str:
+    import atexit
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="limno-duckdb-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def resolve_table(lake: Lake, name: str) -> pa.Table:

@@ -8,13 +8,20 @@ operation but ``/health`` and the API's documents: where authentication plugs in
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI
 
 from limno.api.local import LocalLake
 from limno.server import problems
-from limno.server.routes import data, maintenance, pools, query, refs
+from limno.server.authorization import guard
+from limno.server.guard import Limits as RequestLimits
+from limno.server.guard import install as install_guard
+from limno.server.routes import auth, data, events, maintenance, pools, query, refs
+
+if TYPE_CHECKING:
+    from limno.auth.verify import Authenticator
+    from limno.engines.query_limits import QueryLimits
 
 __all__ = ["create_app"]
 
@@ -24,11 +31,24 @@ def create_app(
     *,
     lake: LocalLake | None = None,
     dependencies: Sequence[Any] = (),
+    authenticator: Authenticator | None = None,
+    limits: QueryLimits | None = None,
+    request_limits: RequestLimits | None = None,
+    cors_origins: Sequence[str] = (),
+    heartbeat: float = 15.0,
 ) -> FastAPI:
     """The API of the lake at ``location`` (``lake``: one already open there).
 
+    ``authenticator`` checks every request's credentials, and
+    :mod:`limno.server.authorization` what the caller may do (None: no auth, every
+    request allowed: ``--no-auth``). ``limits``: the server's caps on a query (a
+    caller may only lower them; None: QueryLimits' server defaults).
+    ``request_limits``: body sizes and timeouts (:mod:`limno.server.guard`);
+    ``cors_origins``: browser origins allowed (none: CORS off); ``heartbeat``: seconds
+    between keep-alive comments of event streams.
     ``dependencies`` are FastAPI dependencies (callables, wrapped in ``Depends`` here)
-    every operation runs first; a LimnoError they raise is answered as a problem.
+    every operation runs first, after the guard; a LimnoError they raise is answered
+    as a problem.
     """
     served = lake if lake is not None else LocalLake.open(location)
     app = FastAPI(
@@ -38,15 +58,28 @@ def create_app(
     )
     app.state.lake = served
     app.state.location = location
+    app.state.authenticator = authenticator
+    app.state.query_limits = limits
     problems.install(app)
+    install_guard(app, request_limits or RequestLimits(), tuple(cors_origins))
+    events.install(app, heartbeat)
 
     @app.get("/health", tags=["server"], operation_id="health", summary="200 when ready")
     def health() -> dict[str, str]:
         return {"status": "ok", "lake": served.uri}
 
-    guards = [Depends(d) for d in dependencies]
-    for module in (pools, refs, data, query, maintenance):
+    guards = [Depends(guard), *(Depends(d) for d in dependencies)]
+    for module in (pools, refs, data, query, maintenance, events, auth):
         app.include_router(module.router, dependencies=guards)
+    # the short path SPEC.md and `curl -N HOST/events` use; the document lists /v1/events
+    app.add_api_route(
+        "/events",
+        events.events,
+        methods=["GET"],
+        operation_id="events",
+        include_in_schema=False,
+        dependencies=guards,
+    )
     return app
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "choose",
     "encode",
     "table_bytes",
+    "whole",
 ]
 
 ARROW = "application/vnd.apache.arrow.stream"
@@ -177,6 +178,9 @@ def encode(
                 yield sink.take()
         yield sink.take()
         return
+    if media == ARROW and not _has_dictionaries(schema):
+        yield from _ipc_messages(schema, head, it)
+        return
     writer: Any = ipc.new_stream(sink, schema) if media == ARROW else pq.ParquetWriter(sink, schema)
     with writer:
         yield sink.take()
@@ -185,6 +189,40 @@ def encode(
                 writer.write_table(t)
                 yield sink.take()
     yield sink.take()
+
+
+#: about the most bytes of one message of an Arrow stream: the event loop's send buffer
+#: (a bytearray in Python 3.11) moves what is left after every partial send, so one
+#: write of many megabytes costs time quadratic in its size
+_MESSAGE_BYTES = 1 << 20
+#: the end of an Arrow IPC stream: a continuation marker and a zero length
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+def _has_dictionaries(schema: pa.Schema) -> bool:
+    return any(pa.types.is_dictionary(f.type) for f in schema)
+
+
+def _ipc_messages(
+    schema: pa.Schema, head: pa.Table | None, rest: Iterator[pa.Table]
+) -> Iterator[bytes]:
+    """An Arrow IPC stream written as its messages, each batch one chunk of the body
+    as it comes: no writer, no copying through a sink, piece by piece. A batch of more than about
+    :data:`_MESSAGE_BYTES` is cut into several messages. (A stream with dictionary
+    columns needs dictionary messages: those go through the writer.)"""
+    yield schema.serialize().to_pybytes()
+    if head is not None:
+        for t in _chain(head, rest):
+            rows = max(1, _MESSAGE_BYTES * t.num_rows // max(t.nbytes, 1))
+            for batch in t.to_batches(max_chunksize=rows):
+                if batch.num_rows:
+                    yield batch.serialize().to_pybytes()
+    yield _EOS
+
+
+def whole(table: pa.Table, media: str) -> bytes:
+    """A small result (a lookup, a meta table) as one body: no stream, no thread hops."""
+    return b"".join(encode([table] if table.num_rows else [], media, table.schema))
 
 
 def _chain(head: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:

@@ -37,7 +37,8 @@ _FIELDS = ("path", "pool", "reason")
 
 
 def problem(status: int, detail: str, error: str, **extra: Any) -> JSONResponse:
-    """A problem+json response (``error``: the name of the exception class)."""
+    """A problem+json response (``error``: the name of the exception class); a 401
+    names the scheme to authenticate with (``WWW-Authenticate``)."""
     try:
         title = http.HTTPStatus(status).phrase
     except ValueError:
@@ -50,7 +51,8 @@ def problem(status: int, detail: str, error: str, **extra: Any) -> JSONResponse:
         "error": error,
         **extra,
     }
-    return JSONResponse(body, status_code=status, media_type=PROBLEM)
+    headers = {"WWW-Authenticate": 'Basic realm="limno"'} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
 def _limno(request: Request, exc: Exception) -> JSONResponse:
@@ -63,7 +65,14 @@ def _invalid(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     parts = []
     for err in exc.errors():
-        where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path"))
+        loc = err.get("loc", ())
+        if err.get("type") == "json_invalid":  # loc: ("body", offset)
+            why = (err.get("ctx") or {}).get("error", "")
+            at = f" at character {loc[1]}" if len(loc) > 1 else ""
+            parts.append(f"body: not valid JSON{at}" + (f" ({why})" if why else ""))
+            continue
+        where = ".".join(str(x) for x in loc if x not in ("body", "query", "path"))
+        where = where or ("body" if loc[:1] == ("body",) else "")
         parts.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg", ""))
     return problem(400, "invalid request: " + "; ".join(parts), "InvalidInputError")
 

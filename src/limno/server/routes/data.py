@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from limno.api import wire
 from limno.api.base import Engine
+from limno.server.authorization import author_of
 from limno.server.deps import ok, pool_of, stream_tables
-from limno.server.formats import ARROW, MEDIA_TYPES
+from limno.server.formats import ARROW, MEDIA_TYPES, choose, whole
+from limno.server.guard import Body
 from limno.server.uploads import PARTS, query_json, renamed_errors, spooled
 
 router = APIRouter(prefix="/v1/pools/{pool}", tags=["data"])
@@ -38,12 +39,12 @@ _TABLES = {
 }
 
 
-class Ids(BaseModel):
+class Ids(Body):
     ids: list[str]
     branch: str = "main"
 
 
-class CommitStaged(BaseModel):
+class CommitStaged(Body):
     ids: list[str] | None = None
     branch: str = "main"
     message: str = ""
@@ -51,21 +52,21 @@ class CommitStaged(BaseModel):
     meta: dict[str, Any] | None = None
 
 
-class DeleteObjects(BaseModel):
+class DeleteObjects(Body):
     ids: list[str]
     branch: str = "main"
     message: str = ""
     author: str | None = None
 
 
-class DeleteWhere(BaseModel):
+class DeleteWhere(Body):
     predicate: str
     branch: str = "main"
     message: str = ""
     author: str | None = None
 
 
-class Get(BaseModel):
+class Get(Body):
     #: key values in their JSON form (limno.api.wire.value_to_json)
     keys: list[Any]
     ref: str | None = None
@@ -87,6 +88,7 @@ async def load(
     name: str = "-",
 ) -> dict[str, Any]:
     """Load the body's sources in one commit (``meta``, ``spark_conf``: JSON objects)."""
+    author = author_of(request, author)  # before the body is read: 403 changes nothing
     meta_doc = query_json(meta, "meta")
     conf = query_json(spark_conf, "spark_conf")
     found = await run_in_threadpool(pool_of, request, pool)
@@ -144,21 +146,23 @@ def unstage(request: Request, pool: str, body: Ids) -> dict[str, Any]:
 @router.post("/commit", operation_id="commit", summary="Commit staged objects")
 def commit(request: Request, pool: str, body: CommitStaged) -> dict[str, Any]:
     made = pool_of(request, pool).commit(
-        body.ids, body.branch, body.message, body.author, body.meta
+        body.ids, body.branch, body.message, author_of(request, body.author), body.meta
     )
     return wire.commit_to_json(made)
 
 
 @router.post("/delete-objects", operation_id="delete_objects", summary="Delete objects")
 def delete_objects(request: Request, pool: str, body: DeleteObjects) -> dict[str, Any]:
-    made = pool_of(request, pool).delete_objects(body.ids, body.branch, body.message, body.author)
+    made = pool_of(request, pool).delete_objects(
+        body.ids, body.branch, body.message, author_of(request, body.author)
+    )
     return wire.commit_to_json(made)
 
 
 @router.post("/delete-where", operation_id="delete_where", summary="Delete matching rows")
 def delete_where(request: Request, pool: str, body: DeleteWhere) -> dict[str, Any]:
     made = pool_of(request, pool).delete_where(
-        body.predicate, body.branch, body.message, body.author
+        body.predicate, body.branch, body.message, author_of(request, body.author)
     )
     return wire.commit_to_json(made)
 
@@ -183,10 +187,13 @@ def scan(
 
 
 @router.post("/get", operation_id="get", summary="Point lookup", openapi_extra=_TABLES)
-def get(request: Request, pool: str, body: Get) -> StreamingResponse:
+def get(request: Request, pool: str, body: Get) -> Response:
+    """The rows of ``keys``: a small answer, sent whole (no stream: a lookup's latency
+    is mostly fixed costs)."""
+    media = choose(request.headers.get("accept"))
     keys = [wire.value_from_json(k) for k in body.keys]
     table = pool_of(request, pool).get(keys, body.ref)
-    return stream_tables(request, [table] if table.num_rows else [], table.schema)
+    return Response(whole(table, media), media_type=media)
 
 
 @router.get("/objects", operation_id="objects", summary="Data objects of a ref")

@@ -8,17 +8,18 @@ import datetime as dt
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel
 
 from limno.api import wire
 from limno.api.base import Engine
+from limno.server.authorization import author_of
 from limno.server.deps import lake_of, pool_of
 from limno.server.formats import table_bytes
+from limno.server.guard import Body
 
 router = APIRouter(prefix="/v1", tags=["maintenance"])
 
 
-class Compact(BaseModel):
+class Compact(Body):
     ids: list[str] = []
     branch: str = "main"
     strategy: str | None = None
@@ -27,14 +28,14 @@ class Compact(BaseModel):
     engine: Engine = "local"
 
 
-class Split(BaseModel):
+class Split(Body):
     partition: str
     branch: str = "main"
     #: the split point in limno's JSON form of values (None: the median)
     at: Any = None
 
 
-class Vacuum(BaseModel):
+class Vacuum(Body):
     #: microseconds (None: the default grace)
     grace: int | None = None
     dry_run: bool = False
@@ -49,7 +50,7 @@ def compact(request: Request, pool: str, body: Compact) -> dict[str, Any]:
         body.branch,
         body.strategy,
         body.message,
-        body.author,
+        author_of(request, body.author),
         engine=body.engine,
     )
     return {

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from limno.api import wire
+from limno.server.authorization import author_of, visible
 from limno.server.deps import lake_of
+from limno.server.guard import Body
 
 router = APIRouter(prefix="/v1/pools", tags=["pools"])
 
 
-class CreatePool(BaseModel):
+class CreatePool(Body):
     name: str
     key: str | None = None
     kind: str = "records"
@@ -27,13 +29,15 @@ class CreatePool(BaseModel):
     retention: dict[str, int] | None = None
 
 
-class Rename(BaseModel):
+class Rename(Body):
     name: str
 
 
 @router.get("", operation_id="list_pools", summary="Pools of the lake")
 def list_pools(request: Request) -> list[dict[str, Any]]:
-    return [wire.config_to_json(c) for c in lake_of(request).list_pools()]
+    configs = lake_of(request).list_pools()
+    shown = visible(request, [c.id for c in configs])  # a pool the caller may not read: hidden
+    return [wire.config_to_json(c) for c, ok in zip(configs, shown, strict=True) if ok]
 
 
 @router.post("", operation_id="create_pool", status_code=201, summary="Create a pool")
@@ -45,7 +49,7 @@ def create_pool(request: Request, body: CreatePool) -> dict[str, Any]:
         kind=body.kind,
         target_size=body.target_size,
         schema=wire.schema_from_json(body.schema_),
-        author=body.author,
+        author=author_of(request, body.author),
         iterators=body.iterators,
         split_threshold=body.split_threshold,
         compaction=body.compaction,

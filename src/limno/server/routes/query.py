@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
 
 from limno.api import wire
 from limno.api.base import Engine
+from limno.engines.query_limits import QueryLimits
+from limno.errors import ForbiddenError
+from limno.server.authorization import readable_of, user_of, visible
 from limno.server.deps import lake_of, stream_tables
 from limno.server.formats import MEDIA_TYPES
+from limno.server.guard import Body
 
 router = APIRouter(prefix="/v1", tags=["query"])
 
@@ -23,7 +26,7 @@ _TABLES = {
 }
 
 
-class Query(BaseModel):
+class Query(Body):
     sql: str
     engine: Engine = "local"
     safe: bool = False
@@ -33,15 +36,39 @@ class Query(BaseModel):
     limits: dict[str, float | int | None] | None = None
 
 
+#: a server's caps on every query, unless ``limno serve`` sets others
+DEFAULT_LIMITS = QueryLimits(timeout=60.0, max_rows=10_000_000, max_bytes=1 << 30)
+
+
 @router.post("/query", operation_id="query", summary="SQL over pools", openapi_extra=_TABLES)
-def query(request: Request, body: Query) -> StreamingResponse:
+def query(
+    request: Request,
+    body: Query,
+    timeout: float | None = None,
+    max_rows: int | None = None,
+    max_bytes: int | None = None,
+) -> StreamingResponse:
+    """SQL from a caller: always in safe mode (one read-only query; no files, network,
+    extensions or settings), reading only pools the caller may read, under the
+    server's limits, which the body's ``limits`` or the query parameters may lower
+    (never raise). ``safe`` in the body is accepted and ignored."""
+    caps: QueryLimits = request.app.state.query_limits or DEFAULT_LIMITS
+    asked = wire.limits_from_json(body.limits) or QueryLimits()
+    limits = asked.within(QueryLimits(timeout, max_rows, max_bytes)).within(caps)
+    user = user_of(request)
+    if (body.spark_master or body.spark_conf) and user is not None and user.role != "admin":
+        raise ForbiddenError(
+            f"user {user.name!r} ({user.role}) may not set Spark's master or configuration:"
+            " the server decides them"
+        )
     table = lake_of(request).query(
         body.sql,
         engine=body.engine,
-        safe=body.safe,
+        safe=True,
         spark_master=body.spark_master,
         spark_conf=body.spark_conf,
-        limits=wire.limits_from_json(body.limits),
+        limits=limits,
+        readable=readable_of(request),
     )
     return stream_tables(request, [table] if table.num_rows else [], table.schema)
 
@@ -50,4 +77,8 @@ def query(request: Request, body: Query) -> StreamingResponse:
 def meta_table(request: Request, name: str, ref: str = "") -> StreamingResponse:
     """``ref`` empty and ``name`` ``pools``: the lake's pools; else a pool ref's table."""
     table = lake_of(request).meta_table(ref, name)
+    if not ref and "id" in table.column_names:  # the lake's pools: those the caller may read
+        shown = visible(request, [str(i) for i in table.column("id").to_pylist()])
+        if not all(shown):
+            table = table.filter(shown)
     return stream_tables(request, [table] if table.num_rows else [], table.schema)

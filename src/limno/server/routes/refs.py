@@ -5,20 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel
 
 from limno.api import wire
+from limno.server.authorization import author_of
 from limno.server.deps import ok, pool_of
+from limno.server.guard import Body
 
 router = APIRouter(prefix="/v1/pools/{pool}", tags=["refs"])
 
 
-class NewRef(BaseModel):
+class NewRef(Body):
     name: str
     from_ref: str | None = None
 
 
-class Merge(BaseModel):
+class Merge(Body):
     source: str
     into: str = "main"
     strategy: str = "fail"
@@ -28,18 +29,18 @@ class Merge(BaseModel):
     fast_forward: bool = True
 
 
-class CherryPick(BaseModel):
+class CherryPick(Body):
     commit: str
     branch: str = "main"
     strategy: str = "fail"
 
 
-class Reset(BaseModel):
+class Reset(Body):
     branch: str
     ref: str
 
 
-class Revert(BaseModel):
+class Revert(Body):
     commit: str
     branch: str = "main"
     message: str = ""
@@ -102,7 +103,7 @@ def merge(request: Request, pool: str, body: Merge) -> dict[str, Any]:
         body.into,
         body.strategy,
         body.message,
-        body.author,
+        author_of(request, body.author),
         body.meta,
         fast_forward=body.fast_forward,
     )
@@ -131,7 +132,9 @@ def reset(request: Request, pool: str, body: Reset) -> dict[str, str]:
 
 @router.post("/revert", operation_id="revert", summary="A commit undoing another")
 def revert(request: Request, pool: str, body: Revert) -> dict[str, Any]:
-    made = pool_of(request, pool).revert(body.commit, body.branch, body.message, body.author)
+    made = pool_of(request, pool).revert(
+        body.commit, body.branch, body.message, author_of(request, body.author)
+    )
     return wire.commit_to_json(made)
 
 

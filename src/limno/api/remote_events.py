@@ -1,0 +1,128 @@
+"""The client side of ``GET /v1/events``: a server-sent event stream read as it arrives.
+
+:func:`events` yields the lake's events like ``LocalLake.events``, so ``limno watch``
+against a server prints what it prints next to the lake. A connection that drops
+(a network hiccup, a server restarting) is reopened with ``Last-Event-ID`` set to the
+last id seen, so no event is lost or told twice; the stream's first line is the id
+of its starting point, so this holds even before the first event. After
+:data:`RETRIES` failed attempts in a row the error is raised.
+
+The server sends a keep-alive comment whenever nothing happened for ``heartbeat``
+seconds (asked a bit longer than the caller's ``poll_interval``): each line read is a
+chance to notice ``stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from limno import errors
+from limno.errors import LimnoError, StorageError
+
+if TYPE_CHECKING:
+    from limno.api.remote_http import Connection
+    from limno.pools.events import Event
+
+__all__ = ["RETRIES", "events"]
+
+#: reconnection attempts in a row before giving up
+RETRIES = 5
+#: the pause before attempt n (seconds): 0.25, 0.5, 1, 2, 4
+_BACKOFF = 0.25
+_NOW = "now"
+
+
+class _Dropped(Exception):
+    """The stream ended without its ``end`` event: the connection was cut."""
+
+
+def events(
+    http: Connection,
+    pool: str | None = None,
+    after: str | None = None,
+    follow: bool = True,
+    stop: threading.Event | None = None,
+    poll_interval: float = 1.0,
+) -> Iterator[Event]:
+    """The server's events (``after``: an id, ``"now"``, or None for all of them)."""
+    from limno.pools.events import Event
+
+    stop = stop or threading.Event()
+    heartbeat = min(max(poll_interval * 2, 1.0), 15.0)
+    last = after
+    failures = 0
+    while not stop.is_set():
+        params: dict[str, Any] = {"pool": pool, "follow": follow, "heartbeat": heartbeat}
+        headers = {"Accept": "text/event-stream"}
+        if last is None:
+            params["from_start"] = True
+        elif last != _NOW:
+            headers["Last-Event-ID"] = last
+        try:
+            with http.stream("GET", "/v1/events", params, headers=headers) as response:
+                for kind, data, id in _messages(response.iter_lines(), stop):
+                    failures = 0
+                    if id is not None:
+                        last = id
+                    if kind == "end":
+                        return
+                    if kind == "error":
+                        raise _problem(data)
+                    if kind is not None and data is not None:
+                        yield Event.from_json(json.loads(data))
+                if stop.is_set():
+                    return
+                raise _Dropped
+        except (StorageError, _Dropped) as e:
+            failures += 1
+            if failures > RETRIES:
+                if isinstance(e, StorageError):
+                    raise
+                raise StorageError(
+                    f"limno server {http.url} keeps ending the event stream"
+                ) from None
+            if stop.wait(_BACKOFF * 2 ** (failures - 1)):
+                return
+
+
+def _messages(
+    lines: Iterator[str], stop: threading.Event
+) -> Iterator[tuple[str | None, str | None, str | None]]:
+    """(event type, data, id) of each SSE message (type None: an id alone)."""
+    kind: str | None = None
+    data: list[str] = []
+    id: str | None = None
+    for line in lines:
+        if stop.is_set():
+            return
+        if not line:
+            if kind is not None or data or id is not None:
+                yield (kind or ("message" if data else None)), "\n".join(data) or None, id
+            kind, data, id = None, [], None
+            continue
+        if line.startswith(":"):
+            continue  # a keep-alive comment
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            kind = value
+        elif name == "data":
+            data.append(value)
+        elif name == "id":
+            id = value
+
+
+def _problem(data: str | None) -> LimnoError:
+    """The exception an ``error`` event stands for (the server's, with its message)."""
+    try:
+        doc = json.loads(data or "{}")
+    except ValueError:
+        doc = {}
+    found = getattr(errors, str(doc.get("error", "")), None)
+    cls = found if isinstance(found, type) and issubclass(found, LimnoError) else LimnoError
+    err = cls.__new__(cls)
+    Exception.__init__(err, str(doc.get("detail") or "the event stream failed"))
+    return err

@@ -1,0 +1,238 @@
+"""Who may call which route: the one table of the server's authorization.
+
+Every operation of the API declares here what it needs (:data:`RULES`): an action
+(``read``, ``write`` or ``admin``, :mod:`limno.auth.roles`) on a pool (the one its
+path names, or its ``pool`` / ``ref`` query parameter) or on the lake as a whole.
+:func:`guard` runs before each operation, after FastAPI has parsed the request but
+before the route does any work: it authenticates the caller (HTTP Basic, 401
+without valid credentials) and checks the rule (403), so that a forbidden request
+changes nothing. A route that is not in the table needs ``admin``: a new route is
+closed until someone decides who may call it.
+
+The rules, by kind of operation:
+
+=======================================================  ======  ===================
+operation                                                action  on
+=======================================================  ======  ===================
+list pools, meta tables, query, verify (all), events     read    the lake
+create a pool                                            write   the lake
+read a pool (scan, get, log, diff, objects, status ...)  read    the pool
+write a pool (load, commit, merge, branch, compact,      write   the pool
+vacuum, drop, rename ...)
+hooks (add, remove: a hook runs commands on the server)  admin   the lake
+users, keys and grants (``/v1/auth/...``)                admin   the lake
+=======================================================  ======  ===================
+
+A query's pools are checked as it names them (``readable``: the caller's grants),
+and a pool the caller may not read is left out of the pool list. ``--no-auth``
+servers (no authenticator) let every request through, as a lake opened directly.
+
+Commit authors: the authenticated user's name. An admin may name another author
+(a service that commits on behalf of people); anyone else naming an author other
+than their own name gets 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPBasic, HTTPBasicCredentials
+
+from limno.auth.roles import check
+from limno.core.refs import parse_pool_ref
+from limno.errors import ForbiddenError, NotFoundError
+
+if TYPE_CHECKING:
+    from limno.auth.model import User
+    from limno.auth.verify import Authenticator
+
+__all__ = ["RULES", "Rule", "author_of", "guard", "readable_of", "user_of", "visible"]
+
+#: where a rule's pool comes from: none (the lake), the path's ``{pool}``, the ``pool``
+#: query parameter when given (else the lake), the pool of the ``ref`` query parameter
+Scope = Literal["lake", "path", "query", "ref"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What an operation needs: ``action`` on the pool ``scope`` names."""
+
+    action: Literal["read", "write", "admin"]
+    scope: Scope = "lake"
+
+
+_R_LAKE, _W_LAKE, _ADMIN = Rule("read"), Rule("write"), Rule("admin")
+_R, _W = Rule("read", "path"), Rule("write", "path")
+
+#: operation id -> rule (operation ids: the routes' ``operation_id``)
+RULES: dict[str, Rule] = {
+    # pools
+    "list_pools": _R_LAKE,
+    "create_pool": _W_LAKE,
+    "get_pool": _R,
+    "drop_pool": _W,
+    "rename_pool": _W,
+    # refs
+    "branches": _R,
+    "create_branch": _W,
+    "delete_branch": _W,
+    "tags": _R,
+    "create_tag": _W,
+    "delete_tag": _W,
+    "resolve": _R,
+    "log": _R,
+    "merge": _W,
+    "diff": _R,
+    "cherry_pick": _W,
+    "reset": _W,
+    "revert": _W,
+    "hooks": _R,
+    "add_hook": _ADMIN,
+    "remove_hook": _ADMIN,
+    # data
+    "load": _W,
+    "add": _W,
+    "staged": _R,
+    "unstage": _W,
+    "commit": _W,
+    "delete_objects": _W,
+    "delete_where": _W,
+    "scan": _R,
+    "get": _R,
+    "objects": _R,
+    "pool_meta_table": _R,
+    # query: each pool the SQL names is checked as it is read (readable_of)
+    "query": _R_LAKE,
+    "meta_table": Rule("read", "ref"),
+    # maintenance
+    "compact": _W,
+    "split": _W,
+    "vacuum": _W,
+    "status": _R,
+    "verify": Rule("read", "query"),
+    # events: the route shows only events of pools the caller may read (a dropped
+    # pool's past events too, so no pool lookup here)
+    "events": _R_LAKE,
+    # users, keys and grants
+    "auth_users": _ADMIN,
+    "auth_user": _ADMIN,
+    "auth_create_user": _ADMIN,
+    "auth_delete_user": _ADMIN,
+    "auth_keys": _ADMIN,
+    "auth_create_key": _ADMIN,
+    "auth_delete_key": _ADMIN,
+    "auth_grants": _ADMIN,
+    "auth_grant": _ADMIN,
+    "auth_revoke": _ADMIN,
+}
+
+
+def rule_of(request: Request) -> Rule:
+    """The rule of the request's operation (``admin`` for one not in the table)."""
+    route = request.scope.get("route")
+    operation = getattr(route, "operation_id", None)
+    return RULES.get(str(operation), _ADMIN)
+
+
+#: declares HTTP Basic in the OpenAPI document (and /docs' "Authorize"); the header is
+#: checked by :func:`guard`, which answers a missing one with limno's own 401
+_BASIC = HTTPBasic(auto_error=False, realm="limno", description="access key id : secret")
+
+
+def guard(
+    request: Request, _declared: Annotated[HTTPBasicCredentials | None, Depends(_BASIC)]
+) -> None:
+    """Authenticate the caller and check the operation's rule, before any work.
+
+    Sets ``request.state.user`` (None on a ``--no-auth`` server). A plain ``def``:
+    FastAPI runs it in its thread pool, where reading the auth store may block.
+    """
+    authenticator: Authenticator | None = request.app.state.authenticator
+    if authenticator is None:
+        request.state.user = None
+        return
+    user = authenticator.authenticate_header(request.headers.get("authorization"))
+    request.state.user = user
+    rule = rule_of(request)
+    if rule.action == "admin":
+        check(user, "admin")
+        return
+    pool = _pool_param(request, rule.scope)
+    if pool is None:
+        check(user, rule.action)
+        return
+    pool_id, name = _pool_id(request, pool)
+    check(user, rule.action, pool_id, what=f"pool {name}")
+
+
+def _pool_param(request: Request, scope: Scope) -> str | None:
+    if scope == "path":
+        return str(request.path_params.get("pool") or "") or None
+    if scope == "query":
+        return request.query_params.get("pool") or None
+    if scope == "ref":
+        ref = request.query_params.get("ref") or ""
+        return parse_pool_ref(ref)[0] if ref else None
+    return None
+
+
+def _pool_id(request: Request, pool: str) -> tuple[str, str]:
+    """(id, name) of the pool named ``pool`` (a name or an id)."""
+    config = request.app.state.lake.registry.find(pool)
+    return str(config.id), str(config.name)
+
+
+def user_of(request: Request) -> User | None:
+    """The authenticated caller (None on a ``--no-auth`` server)."""
+    user: User | None = getattr(request.state, "user", None)
+    return user
+
+
+def author_of(request: Request, given: str | None) -> str | None:
+    """The author of a commit the request makes: the caller's name; ``given`` (the
+    client's ``--author``) only from an admin, or when it is the caller's own name
+    (403 otherwise). Without auth, ``given`` as it is (None: the server's default)."""
+    user = user_of(request)
+    if user is None:
+        return given
+    if given and given != user.name:
+        if user.role != "admin":
+            raise ForbiddenError(
+                f"user {user.name!r} ({user.role}) may not commit as {given!r}:"
+                " only an admin may name another author"
+            )
+        return given
+    return user.name
+
+
+def readable_of(request: Request) -> Callable[[str], bool] | None:
+    """Whether the caller may read a pool, by name (None: every pool, without auth)."""
+    user = user_of(request)
+    if user is None or user.role == "admin":
+        return None
+    lake = request.app.state.lake
+    caller = user
+
+    def readable(name: str) -> bool:
+        try:
+            pool_id = str(lake.registry.find(name).id)
+        except NotFoundError:
+            return True  # the query fails on the missing pool itself, with its own error
+        from limno.auth.roles import allowed
+
+        return allowed(caller, "read", pool_id)
+
+    return readable
+
+
+def visible(request: Request, pool_ids: list[str]) -> list[bool]:
+    """For each pool id, whether the caller may read that pool (list and meta views)."""
+    from limno.auth.roles import allowed
+
+    user = user_of(request)
+    if user is None:
+        return [True] * len(pool_ids)
+    return [allowed(user, "read", p) for p in pool_ids]
