@@ -8,6 +8,7 @@ would), on loopback; the client is limno's Python client (``Lake.open(url)``).
 - ``server_small_commits``: 1,000-row loads, each its own commit, from 8 client
   processes at once (a pool each), through the server and in process; commits/s
   of the whole run (all commits / wall time from the first start to the last end).
+  ``server_small_commits_workers2``: the same through ``limno serve --workers 2``.
 - ``server_scan``: a full scan of 5M rows (quick: 50,000), streamed as Arrow IPC
   to the client; rows/s.
 - ``server_get_p50``: ``get`` of one random key of those rows; p50 latency, ms.
@@ -41,6 +42,8 @@ from bench.harness import Config, Result, median, percentile, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = 8
+#: the server processes of the extra line of server_small_commits
+WORKERS = 2
 COMMIT_ROWS = 1000
 PEER = "in-process"
 #: the server secret of the benchmark's lakes (they live as long as the run)
@@ -67,8 +70,9 @@ class Running:
 
 
 @contextmanager
-def serving(lake: str) -> Iterator[Running]:
-    """A ``limno serve`` process on ``lake`` with auth; its URL and a client's environment."""
+def serving(lake: str, workers: int = 1) -> Iterator[Running]:
+    """A ``limno serve`` process on ``lake`` with auth (``--workers``: ``workers``); its
+    URL and a client's environment."""
     from limno.api.local import LocalLake
     from limno.api.local_auth import LocalAuth
     from limno.errors import AlreadyExistsError
@@ -86,7 +90,8 @@ def serving(lake: str) -> Iterator[Running]:
     }
     env = {**os.environ, "LIMNO_AUTH_SECRET": secret}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "limno", "--lake", lake, "serve", "--port", "0"],
+        [sys.executable, "-m", "limno", "--lake", lake, "serve", "--port", "0"]
+        + (["--workers", str(workers)] if workers > 1 else []),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -148,7 +153,7 @@ def _small_commits(cfg: Config, root: Path) -> list[Result]:
     from limno import Lake
 
     count = 5 if cfg.quick else 40
-    rates: dict[str, list[float]] = {"server": [], PEER: []}
+    rates: dict[str, list[float]] = {"server": [], "workers": [], PEER: []}
     for run in range(cfg.repeat):
         lake = str(root / f"lake-{run}")
         created = Lake.init(lake)
@@ -157,6 +162,8 @@ def _small_commits(cfg: Config, root: Path) -> list[Result]:
         rates[PEER].append(_commit_clients([lake], count, {}))
         with serving(lake) as srv:
             rates["server"].append(_commit_clients([srv.url], count, srv.env))
+        with serving(lake, WORKERS) as srv:
+            rates["workers"].append(_commit_clients([srv.url], count, srv.env))
         shutil.rmtree(lake, ignore_errors=True)
     local = median(rates[PEER])
     return [
@@ -168,7 +175,16 @@ def _small_commits(cfg: Config, root: Path) -> list[Result]:
             {PEER: local},
             True,
             note=f"{CLIENTS} processes, {COMMIT_ROWS}-row loads, a pool each; target >= 0.7x",
-        )
+        ),
+        Result(
+            f"server_small_commits_workers{WORKERS}",
+            "throughput",
+            "commits/s",
+            median(rates["workers"]),
+            {PEER: local},
+            True,
+            note=f"the same through limno serve --workers {WORKERS}",
+        ),
     ]
 
 

@@ -192,6 +192,12 @@ class Lake:
         yield from faults
         if faults:
             return
+        if pool is None:
+            from limno.auth.store import AuthStore  # users and keys: only when the lake has them
+
+            auth = AuthStore(self.storage).journal
+            if auth.exists():
+                yield from auth.verify()
         configs = [self.registry.find(pool)] if pool else self.list_pools()
         for config in configs:
             yield from verify_pool(self.pool(config.id), deep)

@@ -56,4 +56,8 @@ def lazy_module(name: str) -> types.ModuleType:
     """Module ``name``: the module itself if it is imported already, else a stand-in that
     imports it on the first attribute read."""
     loaded = sys.modules.get(name)
-    return loaded if loaded is not None else _LazyModule(name)
+    if loaded is None or getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        # absent, or being imported by another thread right now: its attributes may not
+        # exist yet, so bind a stand-in whose first read waits for that import to finish
+        return _LazyModule(name)
+    return loaded

@@ -35,9 +35,15 @@ def test_server_bench_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "server: done" in proc.stderr, proc.stderr[-4000:]
     results = {r["benchmark"]: r for r in json.loads((out / "latest.json").read_text())}
-    assert set(results) == {"server_small_commits", "server_scan", "server_get_p50"}
+    assert set(results) == {
+        "server_small_commits",
+        "server_small_commits_workers2",
+        "server_scan",
+        "server_get_p50",
+    }
     for name, higher in (
         ("server_small_commits", True),
+        ("server_small_commits_workers2", True),
         ("server_scan", True),
         ("server_get_p50", False),
     ):

@@ -368,3 +368,17 @@ def test_key_of_another_type_family_is_refused(lake: str, lake_path: str, tmp_pa
     ok("--lake", lake, "load", "-p", "p", ndjson(tmp_path / "c.ndjson", [{"k": 2.5}]))
     assert keys_of(ok("--lake", lake, "scan", "-p", "p"), "k") == [1.0, 2.5, 9.0]
     ok("--lake", lake, "verify")
+
+
+def test_split_a_partition(lake: str, tmp_path: Path) -> None:
+    ok("--lake", lake, "create", "logs", "-k", "ts")
+    data = ndjson(tmp_path / "a.ndjson", [{"ts": t} for t in [1, 2, 3, 4]])
+    ok("--lake", lake, "load", "-p", "logs", data)
+    r = ok("--lake", lake, "split", "-p", "logs", "root")  # at the median
+    assert len(r.text.strip()) == 27 and r.err == "split partition root at 3\n"
+    q = 'SELECT lo, hi, rows FROM "logs:partitions" WHERE leaf ORDER BY hi NULLS LAST'
+    leaves = ok("--lake", lake, "query", q).rows()
+    assert leaves == [{"lo": None, "hi": "[3]", "rows": 2}, {"lo": "[3]", "hi": None, "rows": 2}]
+    assert keys_of(ok("--lake", lake, "scan", "-p", "logs")) == [1, 2, 3, 4]
+    assert "no partition 'nope'" in fail("--lake", lake, "split", "-p", "logs", "nope").err
+    fail("--lake", lake, "split", "-p", "logs", "root")  # no longer a leaf

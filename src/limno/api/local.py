@@ -98,9 +98,7 @@ class LocalLake(InProcessLake, Lake):
 
             remote = False if safe else None  # safe mode's checks need a JVM in this process
             spark = spark_engine.session(spark_master, dict(spark_conf or {}), remote=remote)
-            return spark_engine.query(
-                self, sql, spark, safe=safe, limits=limits, readable=readable
-            )
+            return spark_engine.query(self, sql, spark, safe=safe, limits=limits, readable=readable)
         return local_engine.query(self, sql, safe=safe, limits=limits, readable=readable)
 
     def events(

@@ -57,6 +57,8 @@ __all__ = ["RemoteLake", "RemotePool"]
 #: limno's framing of several sources in one upload (limno.server.uploads)
 PARTS = "application/vnd.limno.parts"
 _CHUNK = 1 << 20
+#: most bytes of tables an upload sends as one body of known length (not streamed)
+_WHOLE = 4 << 20
 _END = (0).to_bytes(4, "big")
 
 
@@ -202,8 +204,8 @@ class RemoteLake(Lake):
 
 
 def _check_pool_name(name: str) -> None:
-    """Refuse a bad pool name here, in the lake's words: the server's guard would refuse
-    it too, but in its own (which the CLI would print instead of the lake's line)."""
+    """Refuse a bad pool name here, in the lake's words (as the server's lake would),
+    before a request is sent."""
     from limno.pools.registry import validate_pool_name
 
     validate_pool_name(name)
@@ -217,8 +219,9 @@ def _check_ref_name(kind: str, name: str) -> None:
 
 
 def _seg(text: str) -> str:
-    """``text`` as one segment of a URL path."""
-    return quote(text, safe="")
+    """``text`` as one segment of a URL path (``.`` and ``..`` encoded too: a client
+    would resolve them as dot segments; the server decodes them as names)."""
+    return quote(text, safe="") if text.strip(".") else text.replace(".", "%2E")
 
 
 class RemotePool(Pool):
@@ -246,14 +249,14 @@ class RemotePool(Pool):
         )
 
     def delete_branch(self, name: str) -> str:
-        return str(self._call("DELETE", f"branches/{quote(name)}")["commit"])
+        return str(self._call("DELETE", f"branches/{_seg(name)}")["commit"])
 
     def tag(self, name: str, from_ref: str | None = None) -> str:
         _check_ref_name("tag", name)
         return str(self._call("POST", "tags", body={"name": name, "from_ref": from_ref})["commit"])
 
     def delete_tag(self, name: str) -> str:
-        return str(self._call("DELETE", f"tags/{quote(name)}")["commit"])
+        return str(self._call("DELETE", f"tags/{_seg(name)}")["commit"])
 
     def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
         params = {"ref": ref, "as_of": wire.time_to_json(as_of)}
@@ -350,27 +353,32 @@ class RemotePool(Pool):
         """Send ``sources`` as one framed body (limno.server.uploads), read as sent."""
         with contextlib.ExitStack() as stack:
             parts: list[tuple[str, str, Callable[[], Iterator[bytes]]]] = []
+            in_memory = 0  # bytes of the tables (None: a file among the sources)
             for i, source in enumerate(sources):
                 if isinstance(source, str):
                     stream = _open_input(source, stack)
                     parts.append((source, "file", lambda s=stream: _file_chunks(s)))  # type: ignore[misc]
+                    in_memory = _WHOLE + 1
                 else:
                     parts.append((f"table-{i}", "table", lambda t=source: _table_chunks(t)))  # type: ignore[misc]
+                    in_memory += source.nbytes
             if not parts:
                 raise InvalidInputError("nothing to load: name at least one source")
             params["parts"] = json.dumps([{"name": n, "kind": k} for n, k, _ in parts])
 
-            def body() -> Iterator[bytes]:
+            def body() -> Iterator[bytes]:  # a frame per piece: each piece is a send
                 for _, _, chunks in parts:
                     for chunk in chunks():
                         if chunk:
-                            yield len(chunk).to_bytes(4, "big")
-                            yield chunk
+                            yield len(chunk).to_bytes(4, "big") + chunk
                     yield _END
 
+            # small tables go as one body of known length: one send, one piece for the
+            # server (which keeps it in memory), instead of a chunked stream
+            content: Iterable[bytes] | bytes = b"".join(body()) if in_memory <= _WHOLE else body()
             headers = {"Content-Type": PARTS}
             path = f"{self._path}/{op}"
-            with self._http.stream("POST", path, params, content=body(), headers=headers) as r:
+            with self._http.stream("POST", path, params, content=content, headers=headers) as r:
                 return json.loads(r.read())
 
     def staged(self, branch: str = "main") -> list[DataObject]:

@@ -183,7 +183,7 @@ class Connection:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
         *,
-        content: Iterable[bytes] | None = None,
+        content: Iterable[bytes] | bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Iterator[httpx.Response]:
         """An answer whose body is read as it arrives (raised as an error if it is one)."""

@@ -88,14 +88,20 @@ class Authenticator:
         self._cache: dict[str, tuple[float, KeySecret]] = {}
         self._lock = threading.Lock()
 
+    def _remembered(self, access_key_id: str) -> KeySecret | None:
+        """The key as remembered, if it still is (no I/O)."""
+        if self._ttl <= 0:
+            return None
+        with self._lock:
+            hit = self._cache.get(access_key_id)
+        return hit[1] if hit is not None and hit[0] > self._clock() else None
+
     def _lookup(self, access_key_id: str) -> KeySecret | None:
         if self._ttl <= 0:
             return self.store.key_secret(access_key_id)
+        if (hit := self._remembered(access_key_id)) is not None:
+            return hit
         now = self._clock()
-        with self._lock:
-            hit = self._cache.get(access_key_id)
-        if hit is not None and hit[0] > now:
-            return hit[1]
         found = self.store.key_secret(access_key_id)
         with self._lock:
             if found is None:
@@ -127,6 +133,18 @@ class Authenticator:
         """:meth:`authenticate` for an ``Authorization`` header (None: missing)."""
         key_id, secret = parse_authorization(authorization)
         return self.authenticate(key_id, secret)
+
+    def authenticate_remembered(self, authorization: str | None) -> User | None:
+        """:meth:`authenticate_header` without I/O, for an event loop: None when the
+        key is not remembered (then :meth:`authenticate_header` must read the store).
+        Malformed or wrong credentials raise as there."""
+        key_id, secret = parse_authorization(authorization)
+        found = self._remembered(key_id)
+        if found is None:
+            return None
+        if not hmac.compare_digest(found.secret.encode(), secret.encode()):
+            raise UnauthenticatedError(_BAD)
+        return found.user
 
     def secret(self, access_key_id: str) -> tuple[User, str]:
         """The owner and plain secret of a key, for signature checks (SigV4);

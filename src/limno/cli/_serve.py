@@ -99,6 +99,14 @@ __all__ = ["COMMANDS"]
     metavar="SECONDS",
     help="Keep-alive comment interval of idle event streams.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Server processes sharing the port (more use more cores under many clients).",
+)
 @click.pass_obj
 def serve(
     obj: Context,
@@ -115,6 +123,7 @@ def serve(
     tls_key: str | None,
     cors_origins: tuple[str, ...],
     events_heartbeat: float,
+    workers: int,
 ) -> None:
     """Serve the lake's HTTP API until SIGTERM or Ctrl-C (OpenAPI at /openapi.json).
 
@@ -137,7 +146,7 @@ def serve(
         tls_key,
         events_heartbeat,
     )
-    run(obj.location, host, port, auth=not no_auth, limits=limits, options=options)
+    run(obj.location, host, port, auth=not no_auth, limits=limits, options=options, workers=workers)
     # stopped: the process ends now, and the collector's passes over what the server
     # made would only delay its exit (by a few tenths of a second)
     import gc

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from limno.core.commits import Action, Commit, CommitStore, now_iso
 from limno.core.committed import EMPTY, Snapshots
 from limno.core.hooks import Hooks
-from limno.core.refs import RefStore, Resolved
+from limno.core.refs import RefStore, Resolved, validate_ref_name
 from limno.errors import (
     ConflictError,
     CorruptError,
@@ -165,6 +165,12 @@ class Versioned:
 
     # -- staging -------------------------------------------------------------
     def _staging_prefix(self, branch: str) -> str:
+        """Where ``branch`` stages: its name becomes part of a path, so only a name a
+        branch can have does (any other is no branch: not found, as :meth:`head` says)."""
+        try:
+            validate_ref_name("branch", branch)
+        except InvalidInputError:
+            raise NotFoundError(f"branch {branch!r} not found") from None
         return f"{self.pool_id}/staging/{branch}"
 
     def stage(self, branch: str, key: str, value: Mapping[str, Any], since: int) -> None:

@@ -50,6 +50,7 @@ def create_app(
     every operation runs first, after the guard; a LimnoError they raise is answered
     as a problem.
     """
+    _import_request_modules()
     served = lake if lake is not None else LocalLake.open(location)
     app = FastAPI(
         title="limno",
@@ -81,6 +82,35 @@ def create_app(
         dependencies=guards,
     )
     return app
+
+
+def _import_request_modules() -> None:
+    """Import what requests use before the first one arrives: requests run on many
+    threads, and two threads importing pyarrow at once can see it half-initialized
+    (``partially initialized module 'pyarrow' has no attribute ...``), which Python's
+    import locks do not rule out when imports cross. A server is long-lived; its start
+    pays the imports (about half a second) that its first request would pay anyway."""
+    import importlib
+
+    for name in _REQUEST_MODULES:
+        importlib.import_module(name)
+
+
+#: the libraries and limno modules a request may import (lazily elsewhere)
+_REQUEST_MODULES = (
+    "numpy",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.csv",
+    "pyarrow.ipc",
+    "pyarrow.json",
+    "pyarrow.parquet",
+    "duckdb",
+    "limno.api.local_pool",
+    "limno.engines.local",
+    "limno.data.scan",
+    "limno.pools.records.pool",
+)
 
 
 def _version() -> str:

@@ -10,9 +10,17 @@ that try to climb out of where they belong, and JSON bodies with fields it does 
   the client, still sending, sees the answer); a chunked body is counted as it arrives;
 - a client that stops sending mid-body for ``--body-timeout`` seconds gets 408. The
   route sees the body end early (a load then loads nothing) and its answer is replaced;
-- the path of an API request, and the query parameters that name pools and refs, must
-  be plain names: no ``.``/``..`` segments, no encoded ``/`` or ``\\``, no control
-  characters (400, before the lake is touched).
+- a name (of a pool, branch, tag, ref or object: in the path, the query or a JSON
+  body) that can never be one and could confuse routing or logs is 400 before the lake
+  is touched: control characters (NUL, newlines...) or over 1024 bytes. Everything else
+  goes to the lake, which words its refusal exactly as it does for a lake path (the
+  CLI prints the same line either way): names never become file paths (pools are
+  stored by id, branches and tags are journal keys; the one place a branch name meets a
+  path, its staging area, takes only valid names: :mod:`limno.core.versioning`), and
+  the storage layer refuses ``.``/``..`` segments in any case;
+- a path segment that is not a name may not be ``.``/``..`` nor hold an encoded ``/``
+  (400). A pool segment holding one is a name no pool can have: 404, worded as the
+  lake words a missing pool. Branch, tag and hook names end the path, so they may.
 
 :class:`Body` is the base of every JSON body model: unknown fields are 400 naming the
 field (``extra="forbid"``), and fields naming pools, refs or objects are checked like query
@@ -32,12 +40,11 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["MB", "Body", "Guard", "Limits", "Options", "check_name", "install"]
+__all__ = ["MAX_NAME", "MB", "Body", "Guard", "Limits", "Options", "check_name", "install"]
 
 MB = 1 << 20
-#: pool, branch, tag and commit names: letters, digits, ``_ . - ~`` (a ref's ``main~2``),
-#: and ``@`` (a meta table's ``pool@ref``)
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.~@\-]{0,255}$")
+#: the longest name or ref accepted (bytes of UTF-8): far over any the lake allows
+MAX_NAME = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: query parameters and body fields that name a pool or a ref
 NAMED = frozenset(
@@ -45,8 +52,11 @@ NAMED = frozenset(
 )
 #: query parameters named like those that are not names (an upload's file name)
 _NOT_NAMES = frozenset({"name"})
-#: path segments after these name a pool, a branch or a tag
-_NAMING = frozenset({"pools", "branches", "tags"})
+#: the path segment after this one names a pool (a segment of its own: no ``/``)
+_POOL = "pools"
+#: path segments after these name a branch, tag or hook: the rest of the path (routes
+#: declare them ``{name:path}``), so an encoded ``/`` in them routes nowhere else
+_TRAILING_NAMES = frozenset({"branches", "tags", "hooks"})
 
 
 @dataclass(frozen=True)
@@ -71,37 +81,59 @@ class Options:
 
 
 def check_name(value: str) -> str | None:
-    """Why ``value`` is not a plain pool or ref name (None: it is one)."""
-    if _NAME.match(value) and ".." not in value:
-        return None
-    return f"{value[:80]!r} is not a plain name (letters, digits, '_', '.', '-', '~'; no '..')"
-
-
-def _bad_segment(segment: str, naming: bool) -> str | None:
-    if naming:
-        return check_name(segment)
-    if segment in (".", "..") or "/" in segment or "\\" in segment or _CONTROL.search(segment):
-        return f"path segment {segment[:80]!r} is not allowed"
+    """Why ``value`` can be no pool, branch, tag, ref or object name (None: the lake
+    decides). Only what could confuse routing or logs is refused here; the lake
+    refuses the rest in its own words."""
+    if _CONTROL.search(value):
+        return f"{value[:80]!r}: control characters are not allowed in a name"
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME:
+        return f"{value[:80]!r}...: a name is at most {MAX_NAME} bytes"
     return None
 
 
-def check_target(scope: Scope) -> str | None:
+class _Refused(Exception):
+    """A refusal: its status, detail and the exception class the client raises."""
+
+    def __init__(self, status: int, detail: str, error: str = "InvalidInputError") -> None:
+        super().__init__(detail)
+        self.status = status
+        self.error = error
+
+
+def _segment_refusal(segment: str, before: str | None) -> _Refused | None:
+    """Why one segment of an API path is refused; ``before``: the segment before it
+    when that makes this one a pool's name (``pools``), else None."""
+    if before is not None:
+        if why := check_name(segment):
+            return _Refused(400, why)
+        if "/" in segment:  # routing would split it: no pool has such a name
+            return _Refused(404, f"pool {segment!r} not found", "NotFoundError")  # as the lake
+        return None
+    if segment in (".", "..") or "/" in segment or _CONTROL.search(segment):
+        return _Refused(400, f"path segment {segment[:80]!r} is not allowed")
+    return None
+
+
+def check_target(scope: Scope) -> _Refused | None:
     """Why the path or query of an API request is refused (None: it is fine)."""
     path: str = scope.get("path", "")
     if not path.startswith("/v1/"):
         return None
     raw = scope.get("raw_path") or path.encode()
     segments = [unquote(s.decode("latin-1")) for s in raw.split(b"?")[0].split(b"/")[2:]]
+    before: str | None = None
     for i, segment in enumerate(segments):
-        naming = i > 0 and segments[i - 1] in _NAMING and segment != ""
-        if why := _bad_segment(segment, naming):
-            return why
+        if before in _TRAILING_NAMES:  # the rest of the path is the name
+            why = check_name("/".join(segments[i:]))
+            return None if why is None else _Refused(400, why)
+        if refused := _segment_refusal(segment, before if before == _POOL else None):
+            return refused
+        named = before == _POOL
+        before = None if named or not segment else segment
     query = scope.get("query_string", b"").decode("latin-1")
     for key, value in parse_qsl(query, keep_blank_values=True):
-        if _CONTROL.search(value) and key != "sql":
-            return f"{key}: control characters are not allowed"
-        if key in NAMED and key not in _NOT_NAMES and value and (why := check_name(value)):
-            return f"{key}: {why}"
+        if key in NAMED and key not in _NOT_NAMES and (why := check_name(value)):
+            return _Refused(400, f"{key}: {why}")
     return None
 
 
@@ -110,17 +142,11 @@ def _is_upload(scope: Scope) -> bool:
     return path.startswith("/v1/pools/") and path.rsplit("/", 1)[-1] in ("load", "add")
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-
-
 #: most bytes of a refused body read (and dropped) before the refusal is sent
 _DRAIN = 64 * MB
 
 
-async def _answer(send: Send, status: int, detail: str) -> None:
+async def _answer(send: Send, status: int, detail: str, error: str = "InvalidInputError") -> None:
     """A problem+json answer (the shape of :mod:`limno.server.problems`; this runs
     outside FastAPI, before its exception handlers)."""
     import http
@@ -131,7 +157,7 @@ async def _answer(send: Send, status: int, detail: str) -> None:
             "title": http.HTTPStatus(status).phrase,
             "status": status,
             "detail": detail,
-            "error": "InvalidInputError",  # the client raises it with the detail
+            "error": error,  # the client raises this class with the detail
         }
     ).encode()
     headers = [
@@ -170,8 +196,8 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if why := check_target(scope):
-            await _answer(send, 400, why)
+        if refused := check_target(scope):
+            await _answer(send, refused.status, str(refused), refused.error)
             return
         cap = self.limits.max_upload if _is_upload(scope) else self.limits.max_body
         what = "upload" if _is_upload(scope) else "request body"
@@ -245,13 +271,14 @@ class _Exchange:
 
 
 class Body(BaseModel):
-    """A JSON request body: unknown fields are refused, names are plain names."""
+    """A JSON request body: unknown fields are refused, names are checked as in a
+    query (:func:`check_name`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="after")
     @classmethod
-    def _plain_names(cls, value: Any, info: ValidationInfo) -> Any:
+    def _names(cls, value: Any, info: ValidationInfo) -> Any:
         named = info.field_name in NAMED and isinstance(value, str) and value
         if named and (why := check_name(value)):
             raise ValueError(why)

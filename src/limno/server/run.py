@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from limno.auth.verify import Authenticator
     from limno.engines.query_limits import QueryLimits
 
-__all__ = ["AUTH_CACHE_SECONDS", "authenticator", "serve", "serving", "url_of"]
+__all__ = ["AUTH_CACHE_SECONDS", "authenticator", "run_on", "serve", "serving", "url_of"]
 
 
 def url_of(host: str, port: int, scheme: str = "http") -> str:
@@ -131,18 +131,21 @@ def serve(
     auth: bool = True,
     limits: QueryLimits | None = None,
     options: Options | None = None,
+    workers: int = 1,
 ) -> None:
     """Serve the lake at ``location`` on ``host:port`` until stopped. ``auth`` false:
     no credentials asked, everything allowed (``--no-auth``: trusted loopback or
     tests only). ``limits``: the caps on queries (None: the server defaults).
     ``options``: request limits, CORS, TLS (:class:`~limno.server.guard.Options`).
+    ``workers`` > 1: that many server processes share the socket
+    (:mod:`limno.server.workers`).
 
     SIGTERM stops it gracefully: no new connections, event streams end, requests in
     flight finish (up to 30 s), then exit 0."""
     opts = options or Options()
     tls = _tls_files(opts)
     lake = LocalLake.open(location)
-    if auth:
+    if auth:  # refused here, before listening, when it cannot work
         checker: Authenticator | None = authenticator(lake, _stderr)
     else:
         checker = None
@@ -150,34 +153,49 @@ def serve(
             "limno serve: warning: --no-auth: every request is allowed without credentials;"
             " use it only on a trusted loopback interface or for tests"
         )
-    app = create_app(
-        location, lake=lake, authenticator=checker, limits=limits, **_app_options(opts)
-    )
     sock = _listen(host, port)
     try:
-        bound = sock.getsockname()[1]
-        uri = app.state.lake.uri
-        url = url_of(host, bound, "https" if tls else "http")
+        url = url_of(host, sock.getsockname()[1], "https" if tls else "http")
 
         def ready() -> None:
-            print(f"limno serve: listening on {url} (lake {uri})", file=sys.stderr)
+            print(f"limno serve: listening on {url} (lake {lake.uri})", file=sys.stderr)
             sys.stderr.flush()
 
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=30,
-            server_header=False,
-            **tls,
-        )
-        # what the imports and the app made lives as long as the process: out of the
-        # collector's sight, full collections while serving and the one at exit skip it
-        # (the exit took 0.2-0.5 s of pure collection without this)
-        gc.freeze()
-        _Server(config, ready).run(sockets=[sock])
+        if workers > 1:
+            from limno.server.workers import supervise
+
+            supervise(workers, ready, sock, location, auth, limits, opts)
+        else:
+            run_on(sock, lake, checker, limits, opts, ready)
     finally:
         sock.close()
+
+
+def run_on(
+    sock: socket.socket,
+    lake: LocalLake,
+    checker: Authenticator | None,
+    limits: QueryLimits | None,
+    opts: Options,
+    ready: Callable[[], None],
+) -> None:
+    """One server process on a listening socket, until a stop signal."""
+    app = create_app(
+        lake.uri, lake=lake, authenticator=checker, limits=limits, **_app_options(opts)
+    )
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        server_header=False,
+        **_tls_files(opts),
+    )
+    # what the imports and the app made lives as long as the process: out of the
+    # collector's sight, full collections while serving and the one at exit skip it
+    # (the exit took 0.2-0.5 s of pure collection without this)
+    gc.freeze()
+    _Server(config, ready).run(sockets=[sock])
 
 
 @contextlib.contextmanager

@@ -91,12 +91,11 @@ async def load(
     author = author_of(request, author)  # before the body is read: 403 changes nothing
     meta_doc = query_json(meta, "meta")
     conf = query_json(spark_conf, "spark_conf")
-    found = await run_in_threadpool(pool_of, request, pool)
     async with spooled(request, parts, name) as sources:
 
-        def run() -> dict[str, Any]:
+        def run() -> dict[str, Any]:  # the pool looked up here too: one thread hop
             with renamed_errors(sources):
-                commit = found.load(
+                commit = pool_of(request, pool).load(
                     [s.source() for s in sources],
                     fmt,
                     branch,
@@ -121,12 +120,11 @@ async def add(
     parts: str | None = None,
     name: str = "-",
 ) -> list[dict[str, Any]]:
-    found = await run_in_threadpool(pool_of, request, pool)
     async with spooled(request, parts, name) as sources:
 
         def run() -> list[dict[str, Any]]:
             with renamed_errors(sources):
-                objs = found.add([s.source() for s in sources], fmt, branch)
+                objs = pool_of(request, pool).add([s.source() for s in sources], fmt, branch)
             return [wire.object_to_json(o) for o in objs]
 
         return await run_in_threadpool(run)

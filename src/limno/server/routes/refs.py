@@ -149,7 +149,7 @@ def add_hook(request: Request, pool: str, body: dict[str, Any]) -> dict[str, Any
     return ok()
 
 
-@router.delete("/hooks/{name}", operation_id="remove_hook", summary="Remove a hook")
+@router.delete("/hooks/{name:path}", operation_id="remove_hook", summary="Remove a hook")
 def remove_hook(request: Request, pool: str, name: str) -> dict[str, Any]:
     pool_of(request, pool).remove_hook(name)
     return ok()
