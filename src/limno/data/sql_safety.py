@@ -83,7 +83,7 @@ _QUERY_WORDS = frozenset({"WITH", "SELECT", "FROM", "VALUES", "TABLE"})
 _ROW_RULE = "a predicate is a condition on each row's own columns"
 
 
-def sql_error(e: duckdb.Error) -> InvalidInputError:
+def sql_error(e: Exception) -> InvalidInputError:
     """A DuckDB failure as limno's error: its first line."""
     return InvalidInputError(f"SQL: {str(e).splitlines()[0]}")
 

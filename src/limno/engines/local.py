@@ -121,7 +121,10 @@ def query(
     except (duckdb.Error, OSError, LimnoError) as e:
         if watchdog.fired:
             raise limits.timed_out() from e
-        if isinstance(e, duckdb.Error):
+        # DuckDB's own error, or the same worded by pyarrow's batch reader (an OSError
+        # without errno) when it surfaces while the answer is fetched: a damaged object
+        # fails either way, depending on which thread decodes it first
+        if isinstance(e, duckdb.Error) or (isinstance(e, OSError) and e.errno is None):
             raise _read_error(e, reads) from e
         raise
     finally:
@@ -302,7 +305,7 @@ def _alike(t: pa.DataType) -> bool:
     )
 
 
-def _read_error(e: duckdb.Error, reads: list[_Read]) -> LimnoError:
+def _read_error(e: duckdb.Error | OSError, reads: list[_Read]) -> LimnoError:
     """A failed statement's error: a snapshot object missing or damaged, else the SQL's.
 
     DuckDB does not always name the file it failed to decode ("Out of buffer"), so
@@ -326,7 +329,7 @@ def _read_error(e: duckdb.Error, reads: list[_Read]) -> LimnoError:
             if path in text or obj.id in text:
                 return damaged_object(data_path(pool.id, obj.id), pool.name, text.splitlines()[0])
             suspects.append((pool, path, obj))
-    if type(e) is duckdb.Error or isinstance(e, _READ_FAILURES):
+    if type(e) is duckdb.Error or isinstance(e, (*_READ_FAILURES, OSError)):
         for pool, _, obj in suspects:
             try:
                 with pool.reading([obj]):
