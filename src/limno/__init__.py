@@ -21,12 +21,16 @@ from limno.errors import (
     ConflictError,
     CorruptError,
     DamagedObjectError,
+    ForbiddenError,
     HookVetoError,
     InvalidInputError,
     LimnoError,
     NotFoundError,
     PreconditionFailedError,
+    QueryTimeoutError,
+    ResultTooLargeError,
     StorageError,
+    UnauthenticatedError,
 )
 
 if typing.TYPE_CHECKING:
@@ -37,6 +41,7 @@ if typing.TYPE_CHECKING:
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
     from limno.faults import Fault
+    from limno.pools.events import Event
     from limno.pools.records.compaction import CompactionJob, JobResult
     from limno.pools.registry import PoolConfig
     from limno.pools.settings import CompactionSettings, PoolSettings
@@ -58,6 +63,7 @@ _LAZY = {
     "Fault": "limno.faults",
     "CompactionJob": "limno.pools.records.compaction",
     "JobResult": "limno.pools.records.compaction",
+    "Event": "limno.pools.events",
     "PoolConfig": "limno.pools.registry",
     "CompactionSettings": "limno.pools.settings",
     "PoolSettings": "limno.pools.settings",
@@ -90,7 +96,9 @@ __all__ = [
     "DataObject",
     "DiffEntry",
     "Engine",
+    "Event",
     "Fault",
+    "ForbiddenError",
     "HookSpec",
     "HookVetoError",
     "InvalidInputError",
@@ -103,7 +111,10 @@ __all__ = [
     "PoolConfig",
     "PoolSettings",
     "PreconditionFailedError",
+    "QueryTimeoutError",
+    "ResultTooLargeError",
     "StorageError",
     "TypedSchema",
+    "UnauthenticatedError",
     "VacuumReport",
 ]

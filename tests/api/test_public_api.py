@@ -27,7 +27,9 @@ EXPORTED = {
     "DataObject",
     "DiffEntry",
     "Engine",
+    "Event",
     "Fault",
+    "ForbiddenError",
     "HookSpec",
     "HookVetoError",
     "InvalidInputError",
@@ -40,8 +42,11 @@ EXPORTED = {
     "PoolConfig",
     "PoolSettings",
     "PreconditionFailedError",
+    "QueryTimeoutError",
+    "ResultTooLargeError",
     "StorageError",
     "TypedSchema",
+    "UnauthenticatedError",
     "VacuumReport",
 }
 
@@ -58,6 +63,7 @@ def test_every_error_is_in_the_tree_with_a_status() -> None:
     classes = [getattr(errors, n) for n in errors.__all__ if n[0].isupper()]
     for cls in classes:
         assert issubclass(cls, limno.LimnoError)
+        assert getattr(limno, cls.__name__) is cls, f"limno does not export {cls.__name__}"
         assert 400 <= errors.http_status(cls.__new__(cls)) < 600
     assert errors.http_status(ValueError()) == 500
 
