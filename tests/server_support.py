@@ -72,6 +72,12 @@ class Served:
             return None
         return httpx.BasicAuth(self.env["LIMNO_ACCESS_KEY_ID"], self.env["LIMNO_SECRET_ACCESS_KEY"])
 
+    def commits(self, pool: str = "logs", timeout: float = 300) -> int:
+        """How many commits ``pool``'s main has, asked through the server."""
+        r = httpx.get(f"{self.url}/v1/pools/{pool}/log", auth=self.auth, timeout=timeout)
+        assert r.status_code == 200, r.text
+        return len(r.json())
+
     @property
     def authorization(self) -> str:
         """The admin's ``Authorization`` header line with its CRLF ('' : --no-auth), for

@@ -135,14 +135,10 @@ def test_an_empty_result_has_its_schema(server: Served, logs: str) -> None:
     assert csv.text == '"ts","msg"\n'
 
 
-def _commits(server: Served) -> int:
-    return len(httpx.get(f"{server.url}/v1/pools/logs/log", auth=server.auth).json())
-
-
 @pytest.mark.parametrize("framed", [False, True])
 def test_an_upload_that_ends_early_commits_nothing(server: Served, logs: str, framed: bool) -> None:
     """Half a body, then the connection closes: no commit, and the server goes on."""
-    before = _commits(server)
+    before = server.commits()
     data = b"".join(b'{"ts": %d, "msg": "late"}\n' % i for i in range(100, 2100))
     if framed:
         parts = '[{"name":"a.ndjson","kind":"file"}]'
@@ -159,7 +155,7 @@ def test_an_upload_that_ends_early_commits_nothing(server: Served, logs: str, fr
         )
         sock.sendall(head.encode() + body[: len(body) // 2])
     assert httpx.get(f"{server.url}/health").status_code == 200
-    assert _commits(server) == before
+    assert server.commits() == before
     # and a whole body loads
     r = httpx.post(
         f"{server.url}{path}",
@@ -168,13 +164,13 @@ def test_an_upload_that_ends_early_commits_nothing(server: Served, logs: str, fr
         auth=server.auth,
     )
     assert r.status_code == 200, r.text
-    assert _commits(server) == before + 1
+    assert server.commits() == before + 1
     assert r.json()["message"] == "load 2000 record(s)"
 
 
 def test_a_framed_body_cut_between_frames_commits_nothing(server: Served, logs: str) -> None:
     """A body that ends cleanly but before its last part's end frame is refused."""
-    before = _commits(server)
+    before = server.commits()
     chunk = b'{"ts": 7, "msg": "x"}\n'
     r = httpx.post(
         f"{server.url}/v1/pools/logs/load",
@@ -185,7 +181,7 @@ def test_a_framed_body_cut_between_frames_commits_nothing(server: Served, logs: 
     )
     assert r.status_code == 400
     assert r.json()["detail"] == "upload ended early: nothing was loaded"
-    assert _commits(server) == before
+    assert server.commits() == before
 
 
 def test_serve_refuses_a_server_url() -> None:

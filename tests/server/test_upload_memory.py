@@ -54,16 +54,11 @@ def server(tmp_path: Path) -> Iterator[tuple[Served, Path]]:
         assert served.stop() == 0, served.lines
 
 
-def _commits(served: Served) -> int:
-    r = httpx.get(f"{served.url}/v1/pools/logs/log", auth=served.auth, timeout=BOUND)
-    return len(r.json())
-
-
 def test_a_5_gib_upload_cut_short_stays_out_of_memory_and_commits_nothing(
     server: tuple[Served, Path],
 ) -> None:
     served, spool = server
-    before = _commits(served)
+    before = served.commits()
     base = _status(served.proc.pid, "VmRSS")
     block = _block(0, 16_000)  # about 1 MiB of NDJSON
     total = 5 * 1024 * MiB
@@ -86,12 +81,12 @@ def test_a_5_gib_upload_cut_short_stays_out_of_memory_and_commits_nothing(
         time.sleep(0.1)
     grown = _status(served.proc.pid, "VmHWM") - base
     assert grown < 256 * MiB, f"peak RSS grew by {grown / MiB:.0f} MiB for a 5 GiB upload"
-    assert _commits(served) == before
+    assert served.commits() == before
 
 
 def test_a_whole_large_upload_loads_in_bounded_memory(server: tuple[Served, Path]) -> None:
     served, _ = server
-    before = _commits(served)
+    before = served.commits()
     base = _status(served.proc.pid, "VmRSS")
     rows_per_block, blocks = 16_000, 512  # 8.2M rows, about 0.5 GiB of NDJSON
 
@@ -112,7 +107,7 @@ def test_a_whole_large_upload_loads_in_bounded_memory(server: tuple[Served, Path
         timeout=BOUND,
     )
     assert r.status_code == 200, r.text
-    assert _commits(served) == before + 1
+    assert served.commits() == before + 1
     grown = _status(served.proc.pid, "VmHWM") - base
     uploaded = sum(sizes)
     print(f"upload {uploaded / MiB:.0f} MiB, peak RSS grew {grown / MiB:.0f} MiB")

@@ -329,7 +329,7 @@ def _read_error(e: duckdb.Error | OSError, reads: list[_Read]) -> LimnoError:
             if path in text or obj.id in text:
                 return damaged_object(data_path(pool.id, obj.id), pool.name, text.splitlines()[0])
             suspects.append((pool, path, obj))
-    if type(e) is duckdb.Error or isinstance(e, (*_READ_FAILURES, OSError)):
+    if type(e) is duckdb.Error or isinstance(e, _READ_FAILURES):
         for pool, _, obj in suspects:
             try:
                 with pool.reading([obj]):
@@ -340,8 +340,10 @@ def _read_error(e: duckdb.Error | OSError, reads: list[_Read]) -> LimnoError:
 
 
 #: DuckDB's failures that may come from a damaged file rather than from the SQL (and
-#: its unclassified ``duckdb.Error``, as a page that fails to decode gives)
+#: its unclassified ``duckdb.Error``, as a page that fails to decode gives; OSError:
+#: the same failure worded by pyarrow's batch reader while the answer is fetched)
 _READ_FAILURES = (
+    OSError,
     duckdb.IOException,
     duckdb.InvalidInputException,
     duckdb.InternalException,
