@@ -320,6 +320,43 @@ def test_deep_avro_schemas_are_refused(lake: str, tmp_path: Path) -> None:
     refused(lake, path, f"nesting deeper than {MAX_NESTING} levels")
 
 
+def _varint(n: int) -> bytes:
+    """Avro's zig-zag variable-length encoding of a non-negative long."""
+    n, out = n << 1, bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [],
+        [
+            {"name": "a", "type": "null"},
+            {"name": "b", "type": {"type": "fixed", "name": "f", "size": 0}},
+        ],
+        [{"name": "a", "type": {"type": "array", "items": "null"}}],
+    ],
+)
+def test_avro_values_of_no_bytes_are_refused(
+    lake: str, tmp_path: Path, fields: list[dict[str, Any]]
+) -> None:
+    """A block that claims 2^62 records (or items) of no bytes each: refused at once,
+    where the reader would otherwise spin through them (a fuzzer found it)."""
+    schema = {"type": "record", "name": "r", "fields": fields}
+    header = io.BytesIO()
+    fastavro.writer(header, schema, [])
+    sync = header.getvalue()[-16:]
+    block = _varint(2**62) + _varint(0) + sync
+    if fields and fields[0]["type"] != "null":  # one record whose array claims 2^62 items
+        block = _varint(1) + _varint(11) + _varint(2**62) + b"\x00" + sync
+    path = tmp_path / "empty.avro"
+    path.write_bytes(header.getvalue() + block)
+    refused(lake, path, "take no bytes")
+
+
 def test_deep_python_tables_are_refused(lake: str) -> None:
     pool = Lake.open(lake).pool("p")
     head, before = pool.resolve(), files_of(lake)

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_NESTING",
     "check_arrow",
     "check_avro_nesting",
+    "check_avro_widths",
     "check_json_nesting",
     "check_schema",
     "check_text",
@@ -140,8 +141,9 @@ def _inside(t: pa.DataType) -> tuple[int, list[pa.Field]]:
 
 
 def check_schema(name: str, schema: pa.Schema) -> None:
-    """Refuse a schema nested deeper than :data:`MAX_NESTING` or with a field name that
-    is not valid UTF-8 (possible in binary files). Walks at most that deep."""
+    """Refuse a schema nested deeper than :data:`MAX_NESTING`, with a field name that
+    is not valid UTF-8 (possible in binary files), or of a type pyarrow cannot hold.
+    Walks at most that deep."""
     try:
         todo = [(f, 1, f.name) for f in schema]
         while todo:
@@ -150,9 +152,21 @@ def check_schema(name: str, schema: pa.Schema) -> None:
             adds, kids = _inside(field.type)
             if depth + adds > MAX_NESTING:
                 raise nesting_error(name, f"field {top!r}")
+            if not kids and not _has_arrays(field.type):
+                raise InvalidInputError(f"{name}: field {top!r}: unsupported type {field.type}")
             todo.extend((k, depth + adds, top) for k in kids)
     except UnicodeDecodeError:
         raise InvalidInputError(f"{name}: a field name is not valid UTF-8") from None
+
+
+def _has_arrays(t: pa.DataType) -> bool:
+    """Whether pyarrow can hold values of ``t`` (a damaged file can name a type, such
+    as ``day_time_interval``, that pyarrow reads but has no array class for)."""
+    try:
+        pa.nulls(0, t)
+    except KeyError:
+        return False
+    return True
 
 
 def check_avro_nesting(name: str, schema: Any) -> None:
@@ -180,6 +194,54 @@ def check_avro_nesting(name: str, schema: Any) -> None:
         if depth + adds > MAX_NESTING:
             raise nesting_error(name)
         todo.extend((k, depth + adds) for k in kids)
+
+
+def check_avro_widths(name: str, schema: Any) -> None:
+    """Refuse an Avro schema whose records, or some array's items, take no bytes.
+
+    Avro writes a count before each block of records and each block of array items,
+    then the values; a value that takes no bytes (a ``null``, a zero-size ``fixed``, a
+    record of such fields, or of none) lets a few bytes claim 2^62 of them, and the
+    reader would spin forever on an empty input. Such a file carries no data, so it is
+    refused (after :func:`check_avro_nesting`, which bounds the walk).
+    """
+    named: dict[str, bool] = {}
+
+    def empty(s: Any) -> bool:  # does a value of s always encode to no bytes?
+        if isinstance(s, str):
+            return s == "null" or named.get(s, False)
+        if isinstance(s, list):
+            return False  # a union writes its branch index
+        if not isinstance(s, dict):
+            return False
+        kind = s.get("type")
+        out = False
+        if kind in ("record", "error"):
+            fields = s.get("fields") or []
+            _name(s, False)  # a reference while it is being defined is a recursion
+            out = all(empty(f.get("type")) for f in fields if isinstance(f, dict))
+        elif kind == "fixed":
+            out = s.get("size") == 0
+        elif kind == "array":
+            if empty(s.get("items")):
+                raise InvalidInputError(f"{name}: an Avro array of items that take no bytes")
+        elif kind == "map":
+            empty(s.get("values"))  # map keys are strings: never empty
+        elif isinstance(kind, dict | list | str) and kind not in ("enum", "array", "map"):
+            out = empty(kind)
+        if kind in ("record", "error", "enum", "fixed"):
+            _name(s, out)
+        return out
+
+    def _name(s: dict[str, Any], value: bool) -> None:
+        if isinstance(s.get("name"), str):
+            named[s["name"]] = named[s["name"].rpartition(".")[2]] = value
+
+    try:
+        if empty(schema):
+            raise InvalidInputError(f"{name}: the Avro records take no bytes: no data to load")
+    except RecursionError:
+        raise nesting_error(name) from None
 
 
 # -- data --------------------------------------------------------------------------
