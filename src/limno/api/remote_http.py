@@ -249,7 +249,7 @@ class _Body(io.RawIOBase):
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
-        self._buf = b""
+        self._buf = memoryview(b"")  # what is left of the last chunk: a view, not a copy
 
     def readable(self) -> bool:
         return True
@@ -259,7 +259,7 @@ class _Body(io.RawIOBase):
             chunk = next(self._chunks, None)
             if chunk is None:
                 return 0
-            self._buf = chunk
+            self._buf = memoryview(chunk)
         view = memoryview(b).cast("B")
         n = min(len(view), len(self._buf))
         view[:n] = self._buf[:n]

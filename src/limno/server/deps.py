@@ -7,7 +7,6 @@ produced in the pool too (Starlette iterates a plain iterator there).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 from collections.abc import Iterable, Iterator
@@ -15,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
 
+from limno.server.ahead import read_ahead
 from limno.server.formats import choose, encode
 
 if TYPE_CHECKING:
@@ -57,20 +56,10 @@ def stream_tables(
     first = next(it, None)
     head = [] if first is None else [first]
     body = _logged(encode(itertools.chain(head, it), media, empty), request.url.path)
-    return StreamingResponse(body, media_type=media, background=BackgroundTask(_close, body, it))
+    return StreamingResponse(read_ahead(body, it), media_type=media)
 
 
-def _close(*iterators: Iterator[Any]) -> None:
-    """Close a result's generators once the answer is over, sent or not: a scan the
-    client stopped reading lets go of the objects it was reading now, not at GC."""
-    for it in iterators:
-        close = getattr(it, "close", None)
-        if close is not None:
-            with contextlib.suppress(ValueError):  # still running in a worker thread
-                close()
-
-
-def _logged(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+def _logged(chunks: Iterator[bytes | memoryview], path: str) -> Iterator[bytes | memoryview]:
     try:
         yield from chunks
     except Exception:

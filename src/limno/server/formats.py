@@ -139,7 +139,7 @@ def _text_columns(table: pa.Table) -> pa.Table:
 
 def encode(
     tables: Iterable[pa.Table], media: str, empty: pa.Schema | None = None
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     """The body of a result in ``media``, written table by table (``empty``: the schema
     of a result without tables; none when not given)."""
     it = iter(tables)
@@ -205,9 +205,10 @@ def _has_dictionaries(schema: pa.Schema) -> bool:
 
 def _ipc_messages(
     schema: pa.Schema, head: pa.Table | None, rest: Iterator[pa.Table]
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     """An Arrow IPC stream written as its messages, each batch one chunk of the body
-    as it comes: no writer, no copying through a sink, piece by piece. A batch of more than about
+    as it comes (a view of Arrow's buffer: no copy to Python bytes): no writer, no
+    copying through a sink, piece by piece. A batch of more than about
     :data:`_MESSAGE_BYTES` is cut into several messages. (A stream with dictionary
     columns needs dictionary messages: those go through the writer.)"""
     yield schema.serialize().to_pybytes()
@@ -216,7 +217,7 @@ def _ipc_messages(
             rows = max(1, _MESSAGE_BYTES * t.num_rows // max(t.nbytes, 1))
             for batch in t.to_batches(max_chunksize=rows):
                 if batch.num_rows:
-                    yield batch.serialize().to_pybytes()
+                    yield memoryview(batch.serialize())
     yield _EOS
 
 
