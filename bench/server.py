@@ -8,7 +8,9 @@ would), on loopback; the client is limno's Python client (``Lake.open(url)``).
 - ``server_small_commits``: 1,000-row loads, each its own commit, from 8 client
   processes at once (a pool each), through the server and in process; commits/s
   of the whole run (all commits / wall time from the first start to the last end).
-  ``server_small_commits_workers2``: the same through ``limno serve --workers 2``.
+  ``server_small_commits`` runs ``limno serve`` as deployed (its default: one process
+  per core, at most 4); ``server_small_commits_workers1``: the same through
+  ``limno serve --workers 1``.
 - ``server_scan``: a full scan of 5M rows (quick: 50,000), streamed as Arrow IPC
   to the client; rows/s.
 - ``server_get_p50``: ``get`` of one random key of those rows; p50 latency, ms.
@@ -43,7 +45,7 @@ from bench.harness import Config, Result, median, percentile, timed
 ROOT = Path(__file__).resolve().parents[1]
 CLIENTS = 8
 #: the server processes of the extra line of server_small_commits
-WORKERS = 2
+WORKERS = 1
 COMMIT_ROWS = 1000
 PEER = "in-process"
 #: the server secret of the benchmark's lakes (they live as long as the run)
@@ -70,9 +72,9 @@ class Running:
 
 
 @contextmanager
-def serving(lake: str, workers: int = 1) -> Iterator[Running]:
-    """A ``limno serve`` process on ``lake`` with auth (``--workers``: ``workers``); its
-    URL and a client's environment."""
+def serving(lake: str, workers: int | None = None) -> Iterator[Running]:
+    """A ``limno serve`` process on ``lake`` with auth (``--workers``: ``workers``, or
+    the server's default); its URL and a client's environment."""
     from limno.api.local import LocalLake
     from limno.api.local_auth import LocalAuth
     from limno.errors import AlreadyExistsError
@@ -91,7 +93,7 @@ def serving(lake: str, workers: int = 1) -> Iterator[Running]:
     env = {**os.environ, "LIMNO_AUTH_SECRET": secret}
     proc = subprocess.Popen(
         [sys.executable, "-m", "limno", "--lake", lake, "serve", "--port", "0"]
-        + (["--workers", str(workers)] if workers > 1 else []),
+        + ([] if workers is None else ["--workers", str(workers)]),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -151,6 +153,7 @@ def _client_env(env: dict[str, str]) -> Iterator[None]:
 
 def _small_commits(cfg: Config, root: Path) -> list[Result]:
     from limno import Lake
+    from limno.cli._serve import default_workers
 
     count = 5 if cfg.quick else 40
     rates: dict[str, list[float]] = {"server": [], "workers": [], PEER: []}
@@ -174,7 +177,8 @@ def _small_commits(cfg: Config, root: Path) -> list[Result]:
             median(rates["server"]),
             {PEER: local},
             True,
-            note=f"{CLIENTS} processes, {COMMIT_ROWS}-row loads, a pool each; target >= 0.7x",
+            note=f"{CLIENTS} processes, {COMMIT_ROWS}-row loads, a pool each; limno serve's"
+            f" default workers ({default_workers()}); target >= 0.7x",
         ),
         Result(
             f"server_small_commits_workers{WORKERS}",

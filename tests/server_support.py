@@ -14,6 +14,13 @@ directly) with a fresh key, and gives the server :data:`AUTH_SECRET` as
 client needs. :func:`served_user` adds another user. The in-thread :func:`served`
 runs without auth (``--no-auth``'s behaviour): for suites that compare a lake's
 path with a server on it, whatever the caller's credentials.
+
+Workers: :func:`start_server` runs one server process (``--workers 1``) unless its
+arguments say otherwise (``workers=None``: no ``--workers``, the default). The
+default (one per core) changes only how many requests run at once, not what any
+answers; the suites that start a server per test would pay a second interpreter's
+start each time. Tests of several workers, and of the default, ask for them
+(tests/server/test_fast_paths.py).
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ __all__ = ["AUTH_SECRET", "Served", "key_env", "served", "served_user", "start_s
 #: the server secret of test servers (key secrets of their lakes are sealed with it)
 AUTH_SECRET = "limno-tests-server-secret-0123456789"
 
-_READY = re.compile(r"^limno serve: listening on (https?://\S+) \(lake (.+)\)$")
+_READY = re.compile(r"^limno serve: listening on (https?://\S+) \(lake (.+?)(?:, \d+ workers)?\)$")
 
 
 @dataclass
@@ -105,7 +112,11 @@ class Served:
 
 
 def start_server(
-    lake: str, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    lake: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+    workers: int | None = 1,
 ) -> Served:
     """Start ``limno --lake LAKE serve --port 0 ARGS...``; return once it listens.
 
@@ -118,6 +129,8 @@ def start_server(
         secret = (env or {}).get("LIMNO_AUTH_SECRET") or AUTH_SECRET
         server_env["LIMNO_AUTH_SECRET"] = secret
         client = key_env(_admin_key(lake, secret))
+    if workers is not None and not any(a.startswith("--workers") for a in args):
+        args = (*args, "--workers", str(workers))  # see the module's docstring
     proc = subprocess.Popen(
         [sys.executable, "-m", "limno", "--lake", lake, "serve", "--port", "0", *args],
         stdin=subprocess.DEVNULL,

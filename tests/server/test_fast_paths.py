@@ -108,6 +108,7 @@ def test_two_workers_serve_two_clients_and_stop_cleanly(tmp_path: Path) -> None:
     served = start_server(lake, "--workers", "2")
     try:
         assert served.lines[-1].startswith("limno serve: listening on http://")
+        assert served.lines[-1].endswith(", 2 workers)")
         clients = [httpx.Client(base_url=served.url, auth=served.auth) for _ in range(2)]
         try:
             for i in range(3):
@@ -130,3 +131,24 @@ def test_two_workers_serve_two_clients_and_stop_cleanly(tmp_path: Path) -> None:
         code = served.stop()
     assert code == 0, served.lines
     assert not [line for line in served.lines if "Traceback" in line or "error" in line]
+
+
+def test_the_default_is_one_worker_per_core(tmp_path: Path) -> None:
+    """No ``--workers``: one process per usable core, at most four (one: no mention)."""
+    import os
+
+    from limno.cli._serve import MAX_DEFAULT_WORKERS, default_workers
+
+    cores = len(os.sched_getaffinity(0))
+    assert default_workers() == max(1, min(MAX_DEFAULT_WORKERS, cores))
+    lake = str(tmp_path / "lake")
+    Lake.init(lake).create_pool("a", key="k")
+    served = start_server(lake, workers=None)
+    try:
+        many = default_workers()
+        ready = served.lines[-1]
+        assert ready.endswith(f", {many} workers)") if many > 1 else ready.endswith(f"{lake})")
+        with httpx.Client(base_url=served.url, auth=served.auth) as client:
+            assert client.get("/v1/pools/a/log").status_code == 200
+    finally:
+        assert served.stop() == 0

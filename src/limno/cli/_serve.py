@@ -14,6 +14,21 @@ from limno.errors import InvalidInputError
 __all__ = ["COMMANDS"]
 
 
+#: the most server processes ``limno serve`` starts unless told (each holds its own
+#: interpreter, a few hundred MB at most)
+MAX_DEFAULT_WORKERS = 4
+
+
+def default_workers() -> int:
+    """One server process per core this process may use, at most
+    :data:`MAX_DEFAULT_WORKERS`: a server of one process runs its Python under one
+    lock and leaves the other cores idle under many clients (commits from 8 clients:
+    0.37x of in-process with one, 0.78x with two on two cores)."""
+    import os
+
+    return max(1, min(MAX_DEFAULT_WORKERS, len(os.sched_getaffinity(0))))
+
+
 @click.command()
 @click.option(
     "--port",
@@ -102,10 +117,9 @@ __all__ = ["COMMANDS"]
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
+    default=None,
     metavar="N",
-    help="Server processes sharing the port (more use more cores under many clients).",
+    help="Server processes sharing the port  [default: one per core, at most 4].",
 )
 @click.pass_obj
 def serve(
@@ -123,7 +137,7 @@ def serve(
     tls_key: str | None,
     cors_origins: tuple[str, ...],
     events_heartbeat: float,
-    workers: int,
+    workers: int | None,
 ) -> None:
     """Serve the lake's HTTP API until SIGTERM or Ctrl-C (OpenAPI at /openapi.json).
 
@@ -146,6 +160,8 @@ def serve(
         tls_key,
         events_heartbeat,
     )
+    if workers is None:
+        workers = default_workers()
     run(obj.location, host, port, auth=not no_auth, limits=limits, options=options, workers=workers)
     # stopped: the process ends now, and the collector's passes over what the server
     # made would only delay its exit (by a few tenths of a second)

@@ -158,7 +158,8 @@ def serve(
         url = url_of(host, sock.getsockname()[1], "https" if tls else "http")
 
         def ready() -> None:
-            print(f"limno serve: listening on {url} (lake {lake.uri})", file=sys.stderr)
+            many = f", {workers} workers" if workers > 1 else ""
+            print(f"limno serve: listening on {url} (lake {lake.uri}{many})", file=sys.stderr)
             sys.stderr.flush()
 
         if workers > 1:
