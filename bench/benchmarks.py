@@ -30,6 +30,7 @@ from bench import memory, peers
 from bench.cli_start import cli_start
 from bench.data import parts, rows_table, sample_keys
 from bench.harness import Config, Result, Skipped, median, percentile, timed
+from bench.indexes import index_lookup
 from bench.server import server
 from bench.systems import SYSTEMS, available, ingest
 from bench.tpch import tpch, tpch_missing
@@ -566,6 +567,7 @@ BENCHMARKS: list[Benchmark] = [
     ("small_commits", small_commits, _always),
     ("point_lookup", point_lookup, _always),
     ("range_scan", range_scan, _always),
+    ("index_lookup", index_lookup, _always),
     ("compaction", compaction, compaction_missing),
     ("git", git_operations, git_missing),
     ("cli_start", cli_start, _always),

@@ -13,6 +13,7 @@ code) translates errors in exactly one place: :func:`http_status`.
     ├── InvalidInputError        400  bad argument, name, record, schema
     ├── UnauthenticatedError     401  no credentials, or unknown key or wrong secret
     ├── ForbiddenError           403  authenticated, but the role and grants do not allow it
+    │   └── ProtectedBranchError 403  a direct write to a protected branch (only merges move it)
     ├── CorruptError             500  stored bytes fail their checks
     │   └── DamagedObjectError   500  a data object's bytes fail to decode
     ├── StorageError             503  the object store itself failed
@@ -43,6 +44,7 @@ __all__ = [
     "LimnoError",
     "NotFoundError",
     "PreconditionFailedError",
+    "ProtectedBranchError",
     "QueryTimeoutError",
     "ResultTooLargeError",
     "StorageError",
@@ -107,6 +109,13 @@ class ForbiddenError(LimnoError):
     """The caller is known, but its role and grants do not allow this; nothing was changed."""
 
     status = 403
+
+
+class ProtectedBranchError(ForbiddenError):
+    """A direct write (commit, load, staging, revert, cherry-pick, reset, delete) to a
+    protected branch, which only merges may move; nothing was changed. 403 as lakeFS
+    answers it, and not a PreconditionFailedError: the write is not to be retried
+    (writers retry a lost compare-and-swap), whoever makes it."""
 
 
 class CorruptError(LimnoError):

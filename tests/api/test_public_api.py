@@ -42,6 +42,7 @@ EXPORTED = {
     "PoolConfig",
     "PoolSettings",
     "PreconditionFailedError",
+    "ProtectedBranchError",
     "QueryTimeoutError",
     "ResultTooLargeError",
     "StorageError",

@@ -117,10 +117,10 @@ def test_ls_pool_shows_branches_and_tags(forked: Lk) -> None:
     lk.ok("tag", "-p", "logs", "a-dev", "--from", "dev")
     main = lk.load("logs", [20])
     assert lk.ok("ls", "logs").rows() == [
-        {"kind": "branch", "name": "dev", "commit": dev},
-        {"kind": "branch", "name": "main", "commit": main},
-        {"kind": "tag", "name": "a-dev", "commit": dev},
-        {"kind": "tag", "name": "v1", "commit": base},
+        {"kind": "branch", "name": "dev", "commit": dev, "protected": False},
+        {"kind": "branch", "name": "main", "commit": main, "protected": False},
+        {"kind": "tag", "name": "a-dev", "commit": dev, "protected": False},
+        {"kind": "tag", "name": "v1", "commit": base, "protected": False},
     ]
     assert lk.ok("tag", "-p", "logs").text.splitlines() == [f"a-dev\t{dev}", f"v1\t{base}"]
     table = lk.ok("-f", "table", "ls", "logs").text

@@ -33,14 +33,17 @@ if TYPE_CHECKING:
     from limno.core.commits import Commit
     from limno.core.hooks import HookSpec
     from limno.core.versioning import DiffEntry, MergeResult
+    from limno.data.indexes import IndexSpec
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
     from limno.engines.query_limits import QueryLimits
     from limno.faults import Fault
     from limno.pools.branching import BranchView
     from limno.pools.events import Event
+    from limno.pools.ingest_queue import IngestJob, QueuedFile
     from limno.pools.records.compaction import JobResult
     from limno.pools.registry import PoolConfig
+    from limno.pools.settings import BatcherSettings
     from limno.pools.vacuum import Retention, VacuumReport
 
 __all__ = ["DEFAULT_TARGET_SIZE", "Engine", "Lake", "Pool", "Source", "register"]
@@ -89,6 +92,19 @@ class Pool(ABC):
         """Delete a branch and its staging area; the commit it pointed at."""
 
     @abstractmethod
+    def protect(self, branch: str) -> bool:
+        """Protect a branch: only merges (and compaction, splits) move it, every direct
+        write and its deletion raise ProtectedBranchError; False if it already was."""
+
+    @abstractmethod
+    def unprotect(self, branch: str) -> bool:
+        """Lift a branch's protection; False if it had none."""
+
+    @abstractmethod
+    def protected(self) -> list[str]:
+        """The protected branches, by name."""
+
+    @abstractmethod
     def tag(self, name: str, from_ref: str | None = None) -> str:
         """Create an immutable tag; its commit."""
 
@@ -101,9 +117,15 @@ class Pool(ABC):
 
     @abstractmethod
     def log(
-        self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
+        self,
+        ref: str | None = None,
+        limit: int | None = None,
+        first_parent: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
     ) -> list[Commit]:
-        """Commits reachable from ``ref``, newest first."""
+        """Commits reachable from ``ref``, newest first; with ``as_of``, from the commit
+        the branch ``ref`` pointed at then."""
 
     @abstractmethod
     def merge(
@@ -118,8 +140,16 @@ class Pool(ABC):
     ) -> MergeResult: ...
 
     @abstractmethod
-    def diff(self, old: str, new: str | None = None, three_dot: bool = False) -> list[DiffEntry]:
-        """Entries added, removed or changed from ref ``old`` to ref ``new``."""
+    def diff(
+        self,
+        old: str,
+        new: str | None = None,
+        three_dot: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
+    ) -> list[DiffEntry]:
+        """Entries added, removed or changed from ref ``old`` to ref ``new``; ``as_of``
+        reads each side that is a branch as it was then (tags and commits as they are)."""
 
     @abstractmethod
     def cherry_pick(self, commit: str, branch: str = "main", strategy: str = "fail") -> Commit: ...
@@ -142,6 +172,22 @@ class Pool(ABC):
 
     @abstractmethod
     def remove_hook(self, name: str) -> None: ...
+
+    # -- iterators ---------------------------------------------------------------------
+    @abstractmethod
+    def set_iterators(
+        self,
+        iterators: Sequence[str],
+        file_text: str | None = None,
+        file_name: str | None = None,
+    ) -> PoolConfig:
+        """Replace the pool's iterators (none: clear them); the new config.
+
+        ``file_text`` is a Python iterator file (named ``file_name``) stored in the
+        pool's configuration, whose class a ``python(CLASS,k=v)`` item names (see
+        :mod:`limno.data.user_iterators`). The class is loaded and constructed first,
+        so one that cannot be is refused. It runs wherever the pool is read, a server's
+        process included: through a server this needs ``admin``."""
 
     # -- writing -------------------------------------------------------------------------
     @abstractmethod
@@ -205,8 +251,12 @@ class Pool(ABC):
         order: str = "asc",
         limit: int | None = None,
         as_of: dt.datetime | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> Iterator[pa.Table]:
-        """A sorted scan, streamed: ``start`` inclusive, ``end`` exclusive."""
+        """A sorted scan, streamed: ``start`` inclusive, ``end`` exclusive; or instead the
+        union of ``ranges``, ``(from, to)`` pairs, in one pass without repeated rows
+        (see :mod:`limno.pools.records.key_ranges`)."""
 
     @abstractmethod
     def scan(
@@ -217,10 +267,14 @@ class Pool(ABC):
         order: str = "asc",
         limit: int | None = None,
         as_of: dt.datetime | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> pa.Table: ...
 
     @abstractmethod
-    def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
+    def get(
+        self, keys: Sequence[Any], ref: str | None = None, *, as_of: dt.datetime | None = None
+    ) -> pa.Table:
         """Point lookup: the records whose key equals one of ``keys``."""
 
     @abstractmethod
@@ -230,6 +284,45 @@ class Pool(ABC):
     @abstractmethod
     def meta_table(self, name: str, ref: str | None = None) -> pa.Table:
         """``objects``, ``commits``, ``branches`` or ``partitions`` (see limno.pools.inspect)."""
+
+    # -- search indexes (limno.pools.records.indexing) -------------------------------------
+    @abstractmethod
+    def create_index(
+        self,
+        fields: Sequence[str],
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+    ) -> Commit:
+        """Index non-key ``fields`` on ``branch``: one commit (AddIndex); every object then
+        has a sidecar per index, kept by later loads, compactions and rewrites."""
+
+    @abstractmethod
+    def drop_index(
+        self,
+        fields: Sequence[str],
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+    ) -> Commit:
+        """Drop the indexes on ``fields`` from ``branch``: one commit (DeleteIndex)."""
+
+    @abstractmethod
+    def indexes(self, ref: str | None = None) -> list[IndexSpec]:
+        """The search indexes of a ref, by field."""
+
+    @abstractmethod
+    def search(
+        self,
+        field: str,
+        values: Sequence[Any],
+        ref: str | None = None,
+        *,
+        as_of: dt.datetime | None = None,
+    ) -> pa.Table:
+        """The records whose ``field`` equals one of ``values`` (text is read in the
+        field's type): a filtered scan's answer, reading only the objects and row groups
+        an index on ``field`` says may hold a value."""
 
     # -- maintenance ---------------------------------------------------------------------
     @abstractmethod
@@ -260,6 +353,47 @@ class Pool(ABC):
     @abstractmethod
     def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
         """``limno status``'s reports: partitions, files, jobs, ingest jobs."""
+
+    # -- the ingest batcher (Sleeper's; limno.pools.ingest_queue) ------------------------
+    @abstractmethod
+    def ingest_submit(
+        self,
+        paths: Sequence[str],
+        fmt: str | None = None,
+        branch: str = "main",
+        *,
+        copy: bool = False,
+    ) -> list[QueuedFile]:
+        """Queue files (local paths, ``s3://`` URLs; each checked to exist now) for
+        ``branch``, all or none. In this process a local path is this machine's and is
+        read when its job runs (``copy``: a copy is kept in the lake instead); through a
+        server a local path is uploaded, and ``s3://`` URLs (read by the server) need
+        an admin."""
+
+    @abstractmethod
+    def ingest_run(self, branch: str | None = None, *, force: bool = False) -> list[IngestJob]:
+        """Batch the waiting files (of ``branch``, or all) by the pool's batcher settings
+        (``force``: all of them, now) and run due jobs, one commit each; the jobs run."""
+
+    @abstractmethod
+    def ingest_queue(self) -> list[QueuedFile]:
+        """The queued files (waiting, batched, done and failed), oldest first."""
+
+    @abstractmethod
+    def ingest_jobs(self) -> list[IngestJob]:
+        """The batcher's jobs, oldest first."""
+
+    @abstractmethod
+    def ingest_retry(self, ids: Sequence[str]) -> list[QueuedFile]:
+        """Queue failed files again (``ids``: files, or jobs standing for their files)."""
+
+    @abstractmethod
+    def ingest_drop(self, ids: Sequence[str]) -> list[QueuedFile]:
+        """Remove waiting or failed files from the queue."""
+
+    @abstractmethod
+    def ingest_settings(self, changes: str | None = None) -> BatcherSettings:
+        """The batcher's settings, after ``changes`` (``min-files=2,max-age=10m``)."""
 
     # -- transactions (built on the operations above, so every implementation has it) ------
     @contextlib.contextmanager
@@ -345,7 +479,8 @@ class Lake(ABC):
         stop: threading.Event | None = None,
         log: Callable[[str], None] = _silent,
     ) -> int:
-        """Maintenance passes (splits, compactions, vacuum) until ``stop``; passes run."""
+        """Maintenance passes (ingest jobs, splits, compactions, vacuum) until ``stop``;
+        passes run."""
 
     @abstractmethod
     def query(
@@ -358,11 +493,13 @@ class Lake(ABC):
         spark_conf: Mapping[str, str] | None = None,
         limits: QueryLimits | None = None,
         readable: Callable[[str], bool] | None = None,
+        as_of: dt.datetime | None = None,
     ) -> pa.Table:
         """SQL over pools (table names are refs and meta tables); ``safe`` for SQL
         someone else wrote (see :mod:`limno.data.sql_safety`); ``limits`` (None:
         unlimited) and ``readable(pool)`` (None: every pool) as in
-        :func:`limno.engines.local.query`."""
+        :func:`limno.engines.local.query`; ``as_of`` reads every branch the SQL names
+        as it was at that time (tags, commit ids and meta tables as they are)."""
 
     def events(
         self,

@@ -90,6 +90,7 @@ class LocalLake(InProcessLake, Lake):
         spark_conf: Mapping[str, str] | None = None,
         limits: QueryLimits | None = None,
         readable: Callable[[str], bool] | None = None,
+        as_of: dt.datetime | None = None,
     ) -> pa.Table:
         """SQL over pools on DuckDB, or on Spark (``auto``: by the snapshots' size)."""
         size = local_engine.query_size(self, sql) if engine == "auto" else 0
@@ -98,8 +99,12 @@ class LocalLake(InProcessLake, Lake):
 
             remote = False if safe else None  # safe mode's checks need a JVM in this process
             spark = spark_engine.session(spark_master, dict(spark_conf or {}), remote=remote)
-            return spark_engine.query(self, sql, spark, safe=safe, limits=limits, readable=readable)
-        return local_engine.query(self, sql, safe=safe, limits=limits, readable=readable)
+            return spark_engine.query(
+                self, sql, spark, safe=safe, limits=limits, readable=readable, as_of=as_of
+            )
+        return local_engine.query(
+            self, sql, safe=safe, limits=limits, readable=readable, as_of=as_of
+        )
 
     def events(
         self,

@@ -13,18 +13,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from limno.api.base import Engine, Pool, Source
+from limno.api.local_ingest import LocalIngest
 from limno.engines.choice import use_spark
-from limno.pools.records.pool import RecordPool
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
     from limno.pools.records.compaction import JobResult, Runner
+    from limno.pools.registry import PoolConfig
 
 __all__ = ["LocalPool"]
 
 
-class LocalPool(RecordPool, Pool):
-    """A pool of a lake in this process."""
+class LocalPool(LocalIngest, Pool):
+    """A pool of a lake in this process (a record pool, with the ingest batcher)."""
 
     def load(
         self,
@@ -76,3 +77,22 @@ class LocalPool(RecordPool, Pool):
 
             runner = spark_engine.compaction_runner
         return super().compact(ids, branch, strategy, message, author, runner)
+
+    def set_iterators(
+        self,
+        iterators: Sequence[str],
+        file_text: str | None = None,
+        file_name: str | None = None,
+    ) -> PoolConfig:
+        """Replace the pool's iterators; a user iterator's class is loaded and made first."""
+        import dataclasses
+
+        from limno.data import user_iterators
+        from limno.data.iterators import parse_iterators
+
+        spec = parse_iterators(iterators, self.key.names, file_text=file_text, file_name=file_name)
+        if spec.user is not None:
+            user_iterators.check(spec.user, self.key)
+        settings = dataclasses.replace(self.config.settings, iterators=spec)
+        self.config = self.registry.update(self.config, settings=settings)
+        return self.config

@@ -23,8 +23,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from limno.api import remote_http, wire
+from limno.api import remote_http, wire, wire_ranges
 from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, Source, register
+from limno.api.remote_indexes import RemoteIndexes
+from limno.api.remote_ingest import RemoteIngest
+from limno.api.remote_protect import RemoteProtection
 from limno.config import lake_location
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
@@ -188,6 +191,7 @@ class RemoteLake(Lake):
         spark_conf: Mapping[str, str] | None = None,
         limits: QueryLimits | None = None,
         readable: Callable[[str], bool] | None = None,
+        as_of: dt.datetime | None = None,
     ) -> pa.Table:
         """SQL run by the server (which may cap ``limits`` and decides what is readable)."""
         if readable is not None:
@@ -199,6 +203,7 @@ class RemoteLake(Lake):
             "spark_master": spark_master,
             "spark_conf": dict(spark_conf or {}),
             "limits": None if limits is None else wire.limits_to_json(limits),
+            "as_of": wire.time_to_json(as_of),
         }
         return self._http.table("POST", "/v1/query", body=body)
 
@@ -224,7 +229,7 @@ def _seg(text: str) -> str:
     return quote(text, safe="") if text.strip(".") else text.replace(".", "%2E")
 
 
-class RemotePool(Pool):
+class RemotePool(RemoteProtection, RemoteIngest, RemoteIndexes, Pool):
     """A pool of a lake behind ``limno serve``, addressed by its id (renames keep it)."""
 
     def __init__(self, http: remote_http.Connection, config: PoolConfig) -> None:
@@ -263,9 +268,15 @@ class RemotePool(Pool):
         return str(self._call("GET", "resolve", params)["commit"])
 
     def log(
-        self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
+        self,
+        ref: str | None = None,
+        limit: int | None = None,
+        first_parent: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
     ) -> list[Commit]:
         params = {"ref": ref, "limit": limit, "first_parent": first_parent}
+        params["as_of"] = wire.time_to_json(as_of)
         return [wire.commit_from_json(c) for c in self._call("GET", "log", params)]
 
     def merge(
@@ -289,8 +300,16 @@ class RemotePool(Pool):
         }
         return wire.merge_from_json(self._call("POST", "merge", body=body))
 
-    def diff(self, old: str, new: str | None = None, three_dot: bool = False) -> list[DiffEntry]:
+    def diff(
+        self,
+        old: str,
+        new: str | None = None,
+        three_dot: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
+    ) -> list[DiffEntry]:
         params = {"old": old, "new": new, "three_dot": three_dot}
+        params["as_of"] = wire.time_to_json(as_of)
         return [wire.diff_from_json(e) for e in self._call("GET", "diff", params)]
 
     def cherry_pick(self, commit: str, branch: str = "main", strategy: str = "fail") -> Commit:
@@ -316,6 +335,16 @@ class RemotePool(Pool):
 
     def remove_hook(self, name: str) -> None:
         self._call("DELETE", f"hooks/{_seg(name)}")
+
+    def set_iterators(
+        self,
+        iterators: Sequence[str],
+        file_text: str | None = None,
+        file_name: str | None = None,
+    ) -> PoolConfig:
+        body = {"iterators": list(iterators), "file_text": file_text, "file_name": file_name}
+        self.config = wire.config_from_json(self._call("POST", "iterators", body=body))
+        return self.config
 
     # -- writing ---------------------------------------------------------------------------
     def load(
@@ -425,8 +454,11 @@ class RemotePool(Pool):
         order: str = "asc",
         limit: int | None = None,
         as_of: dt.datetime | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> Iterator[pa.Table]:
         params = {
+            "ranges": wire_ranges.ranges_to_json(ranges),
             "ref": ref,
             "start": None if start is None else json.dumps(wire.value_to_json(start)),
             "end": None if end is None else json.dumps(wire.value_to_json(end)),
@@ -448,12 +480,17 @@ class RemotePool(Pool):
         order: str = "asc",
         limit: int | None = None,
         as_of: dt.datetime | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> pa.Table:
-        tables = list(self.iter_scan(ref, start, end, order, limit, as_of))
+        tables = list(self.iter_scan(ref, start, end, order, limit, as_of, ranges=ranges))
         return pa.concat_tables(tables) if tables else pa.table({})
 
-    def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
+    def get(
+        self, keys: Sequence[Any], ref: str | None = None, *, as_of: dt.datetime | None = None
+    ) -> pa.Table:
         body = {"keys": [wire.value_to_json(k) for k in keys], "ref": ref}
+        body["as_of"] = wire.time_to_json(as_of)
         return self._http.table("POST", f"{self._path}/get", body=body)
 
     def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:

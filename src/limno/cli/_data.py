@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from limno.data.objects import DataObject
     from limno.engines import query_limits
     from limno.pools import inspect
+    from limno.pools.records import key_ranges
 else:
+    key_ranges = lazy_module("limno.pools.records.key_ranges")
     objects = lazy_module("limno.data.objects")
     sql_safety = lazy_module("limno.data.sql_safety")  # DuckDB: only for SQL
     query_limits = lazy_module("limno.engines.query_limits")
@@ -43,12 +45,19 @@ else:
 
 __all__ = ["COMMANDS"]
 
+F = TypeVar("F", bound=Callable[..., object])
+
 INPUT_FORMATS = ("ndjson", "json", "csv", "tsv", "parquet", "arrow", "avro", "orc")
 
 
 def _done(commit: Commit, summary: str) -> None:
     click.echo(commit.id)
     click.echo(summary, err=True)
+
+
+def _as_of_option(help_text: str) -> Callable[[F], F]:
+    """``--as-of TIME`` of a reading command (ISO 8601; naive times are UTC)."""
+    return click.option("--as-of", "as_of", type=TIME, default=None, help=help_text)
 
 
 def _summary(objs: Sequence[DataObject]) -> str:
@@ -156,13 +165,19 @@ def stage(obj: Context, ref: str | None, fmt: str | None, drop_ids: Sequence[str
 @format_option
 @click.option("-n", "--max-count", "limit", type=int, default=None, help="Show at most N.")
 @click.option("--first-parent", is_flag=True, help="Follow only first parents.")
+@_as_of_option("Start where the branch pointed at this time.")
 @click.pass_obj
 def log(
-    obj: Context, ref: str | None, fmt: str | None, limit: int | None, first_parent: bool
+    obj: Context,
+    ref: str | None,
+    fmt: str | None,
+    limit: int | None,
+    first_parent: bool,
+    as_of: dt.datetime | None,
 ) -> None:
     """Commits reachable from a ref, newest first, with their actions."""
     name, at = obj.pool_ref(ref)
-    commits = obj.lake().pool(name).log(at, limit, first_parent)
+    commits = obj.lake().pool(name).log(at, limit, first_parent, as_of=as_of)
     fmt = obj.format(fmt)
     if fmt == "table":
         for c in commits:
@@ -192,10 +207,16 @@ def log(
 @click.option("--from", "start", default=None, help="First key (inclusive).")
 @click.option("--to", "end", default=None, help="Last key (exclusive).")
 @click.option("--order", type=click.Choice(["asc", "desc"]), default="asc")
-@click.option("--limit", type=int, default=None)
 @click.option(
-    "--as-of", "as_of", type=TIME, default=None, help="Read the branch as it was at this time."
+    "--range",
+    "ranges",
+    multiple=True,
+    metavar="FROM:TO",
+    help="A key range instead of --from/--to (repeatable: their union, in one pass); a side"
+    " may be empty, a JSON array, or a JSON string holding ':'.",
 )
+@click.option("--limit", type=int, default=None)
+@_as_of_option("Read the branch as it was at this time.")
 @click.pass_obj
 def scan(
     obj: Context,
@@ -204,27 +225,52 @@ def scan(
     start: str | None,
     end: str | None,
     order: str,
+    ranges: Sequence[str],
     limit: int | None,
     as_of: dt.datetime | None,
 ) -> None:
     """Records in key order (merge-on-read of overlapping objects)."""
     if limit is not None and limit < 0:
         raise InvalidInputError("--limit must not be negative")
+    if ranges and (start is not None or end is not None):
+        raise InvalidInputError("--range cannot be combined with --from/--to")
+    several = [key_ranges.parse_range(r) for r in ranges] if ranges else None
     name, at = obj.pool_ref(ref)
     pool = obj.lake().pool(name)
-    tables = pool.iter_scan(at, start=start, end=end, order=order, limit=limit, as_of=as_of)
+    tables = pool.iter_scan(
+        at, start=start, end=end, order=order, limit=limit, as_of=as_of, ranges=several
+    )
     write_tables(tables, obj.format(fmt))
 
 
 @click.command()
 @pool_option
 @format_option
+@_as_of_option("Read the branch as it was at this time.")
+@click.option(
+    "--field",
+    default=None,
+    metavar="F",
+    help="Match field F instead of the key (a search index on F reads only what may match).",
+)
 @click.argument("keys", nargs=-1, required=True)
 @click.pass_obj
-def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> None:
-    """Records whose key equals one of KEYS (point lookup)."""
+def get(
+    obj: Context,
+    ref: str | None,
+    fmt: str | None,
+    as_of: dt.datetime | None,
+    field: str | None,
+    keys: Sequence[str],
+) -> None:
+    """Records whose key (or --field F) equals one of KEYS (point lookup)."""
     name, at = obj.pool_ref(ref)
-    write_tables([obj.lake().pool(name).get(list(keys), at)], obj.format(fmt))
+    pool = obj.lake().pool(name)
+    if field is not None:
+        found = pool.search(field, list(keys), at, as_of=as_of)
+    else:
+        found = pool.get(list(keys), at, as_of=as_of)
+    write_tables([found], obj.format(fmt))
 
 
 @click.command(cls=SqlCommand)
@@ -253,6 +299,7 @@ def get(obj: Context, ref: str | None, fmt: str | None, keys: Sequence[str]) -> 
 @click.option(
     "--max-bytes", type=SIZE, default=None, metavar="SIZE", help="Refuse a larger answer (64MiB)."
 )
+@_as_of_option("Read every branch the SQL names as it was at this time.")
 @click.argument("sql", required=False)
 @click.pass_obj
 def query(
@@ -266,6 +313,7 @@ def query(
     timeout: float | None,
     max_rows: int | None,
     max_bytes: int | None,
+    as_of: dt.datetime | None,
     sql: str | None,
 ) -> None:
     """SQL over pools: FROM logs, FROM "logs@dev", FROM "logs:objects", FROM ":pools".
@@ -280,6 +328,7 @@ def query(
         spark_master=master,
         spark_conf=conf,
         limits=query_limits.QueryLimits(timeout, max_rows, max_bytes),
+        as_of=as_of,
     )
     write_tables([table], obj.format(fmt))
 

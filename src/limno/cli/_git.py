@@ -6,12 +6,13 @@ A REF argument is ``pool@ref`` or a bare ``ref`` of the pool given by ``-p``
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 
-from limno.cli._context import Context, format_option, meta_option, pool_option
+from limno.cli._context import TIME, Context, format_option, meta_option, pool_option
 from limno.cli._output import write_dicts, write_tables
 from limno.cli._state import working_ref
 from limno.core.hooks import EVENTS, HookSpec
@@ -93,6 +94,10 @@ def _named_ref(
         if fmt is None:  # piped, no format chosen: NAME<TAB>COMMIT lines
             for n, c in named.items():
                 click.echo(f"{n}\t{c}")
+        elif kind == "branch":
+            rules = set(pool.protected())
+            rows = [{"name": n, "commit": c, "protected": n in rules} for n, c in named.items()]
+            write_dicts(("name", "commit", "protected"), rows, fmt)
         else:
             rows = [{"name": n, "commit": c} for n, c in named.items()]
             write_dicts(("name", "commit"), rows, fmt)
@@ -112,6 +117,7 @@ def _named_ref(
 @click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
 @click.option("--from", "from_ref", default=None, help="Start point (default: -p's ref or main).")
 @click.argument("name", required=False)
+@click.argument("target", required=False, metavar="[BRANCH]")
 @click.pass_obj
 def branch(
     obj: Context,
@@ -120,9 +126,46 @@ def branch(
     delete: bool,
     from_ref: str | None,
     name: str | None,
+    target: str | None,
 ) -> None:
-    """Create branch NAME (O(1): no data is copied), delete it with -d, or list branches."""
+    """Create branch NAME (O(1): no data is copied), delete it with -d, or list branches.
+
+    \b
+    limno branch protect -p POOL BRANCH     only merges (and compaction) may move BRANCH,
+                                            and it cannot be deleted
+    limno branch unprotect -p POOL BRANCH   lift that
+    """
+    if name in _PROTECTION and not delete:
+        _protection(obj, ref, name, target, from_ref)
+        return
+    if target is not None:
+        raise InvalidInputError(
+            f"branch takes one NAME, not {name!r} and {target!r}"
+            " (two only in: limno branch protect|unprotect -p POOL BRANCH)"
+        )
     _named_ref(obj, ref, "branch", delete, from_ref, name, fmt)
+
+
+#: the words that make ``limno branch WORD BRANCH`` a protection command
+_PROTECTION = ("protect", "unprotect")
+
+
+def _protection(
+    obj: Context, ref: str | None, word: str, target: str | None, from_ref: str | None
+) -> None:
+    """``limno branch protect|unprotect -p POOL BRANCH`` (see limno.core.protection)."""
+    if target is None or from_ref is not None:
+        raise InvalidInputError(f"usage: limno branch {word} -p POOL BRANCH")
+    pool_name, _ = obj.pool_ref(ref)
+    pool = obj.lake().pool(pool_name)
+    where = f"{pool.name}@{target}"
+    if word == "protect":
+        changed = pool.protect(target)
+        said = f"protected {where}: only merges may move it" if changed else None
+        click.echo(said or f"{where} was already protected", err=True)
+    else:
+        changed = pool.unprotect(target)
+        click.echo(f"unprotected {where}" if changed else f"{where} was not protected", err=True)
 
 
 @click.command()
@@ -186,10 +229,22 @@ def merge(
 @pool_option
 @format_option
 @click.option("--three-dot", is_flag=True, help="Compare against the merge base of the refs.")
+@click.option(
+    "--as-of",
+    "as_of",
+    type=TIME,
+    default=None,
+    help="Read the refs that are branches as they were at this time.",
+)
 @click.argument("refs", nargs=-1, required=True)
 @click.pass_obj
 def diff(
-    obj: Context, ref: str | None, fmt: str | None, three_dot: bool, refs: Sequence[str]
+    obj: Context,
+    ref: str | None,
+    fmt: str | None,
+    three_dot: bool,
+    as_of: dt.datetime | None,
+    refs: Sequence[str],
 ) -> None:
     """Objects added, removed or changed from REF1 to REF2.
 
@@ -205,7 +260,7 @@ def diff(
     else:
         old = _working_branch(obj, ref, pool_name) or "main"
     pool = obj.lake().pool(pool_name)
-    entries = pool.diff(old, new, three_dot=three_dot)
+    entries = pool.diff(old, new, three_dot=three_dot, as_of=as_of)
     write_tables([inspect.diff_table(entries)], obj.format(fmt))
     counts = {c: sum(e.change == c for e in entries) for c in ("added", "removed", "changed")}
     dots = "..." if three_dot else ".."

@@ -48,6 +48,8 @@ COMMAND_MODULES = {
         ("_auth", "auth"),
         ("_watch", "watch"),
         ("_config", "config"),
+        ("_index", "index"),
+        ("_ingest", "ingest"),
     )
     for name in names.split()
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -10,14 +11,16 @@ import click
 from limno.cli._context import SIZE, Context, format_option
 from limno.cli._output import write_rows
 from limno.cli._state import set_working_ref, working_ref
-from limno.errors import InvalidInputError, NotFoundError
+from limno.errors import InvalidInputError, LimnoError, NotFoundError, os_reason
 from limno.lazy import lazy_module
 from limno.units import parse_duration
 
 if TYPE_CHECKING:
+    from limno.data import iterators as iterator_specs
     from limno.data import typed_schema
     from limno.pools import inspect
 else:
+    iterator_specs = lazy_module("limno.data.iterators")
     typed_schema = lazy_module("limno.data.typed_schema")
     inspect = lazy_module("limno.pools.inspect")
 
@@ -40,7 +43,16 @@ __all__ = ["COMMANDS"]
     "--iterator",
     "iterators",
     multiple=True,
-    help="dedup | sum(F),min(F),max(F) | age-off(F,30d); applied at query and compaction.",
+    help="dedup | sum(F),min(F),max(F) | age-off(F,30d) | python(module:Class,k=v);"
+    " applied at query and compaction.",
+)
+@click.option(
+    "--iterator-file",
+    "iterator_file",
+    default=None,
+    metavar="FILE",
+    help="A Python file stored in the lake whose class --iterator 'python(CLASS,k=v)' names"
+    " (it runs wherever the pool is read; through a server: admin only).",
 )
 @click.option("--split-threshold", type=int, default=None, help="Rows before a partition splits.")
 @click.option(
@@ -63,6 +75,7 @@ def create(
     target_size: int,
     schema_file: str | None,
     iterators: tuple[str, ...],
+    iterator_file: str | None,
     split_threshold: int | None,
     compaction: str | None,
     retention: tuple[str, ...],
@@ -75,19 +88,47 @@ def create(
             raise InvalidInputError(f"--retention expects BRANCH_GLOB=DURATION, not {rule!r}")
         windows[glob] = parse_duration(span)
     schema = typed_schema.TypedSchema.from_file(schema_file) if schema_file else None
-    created = obj.lake().create_pool(
+    file_text = _iterator_file(iterator_file) if iterator_file else None
+    # a user iterator is set once the pool exists (checked, its file stored): parsed
+    # here first, so that a mistyped one creates nothing
+    spec = iterator_specs.parse_iterators(iterators, file_text=file_text, file_name=iterator_file)
+    lake = obj.lake()
+    created = lake.create_pool(
         pool,
         key=key,
         kind=kind,
         target_size=target_size,
         schema=schema,
-        iterators=iterators,
+        iterators=() if spec.user else iterators,
         split_threshold=split_threshold,
         compaction=_compaction(compaction) if compaction else None,
         retention=windows or None,
     )
+    if spec.user:
+        try:
+            created.set_iterators(iterators, file_text, iterator_file)
+        except BaseException:
+            with contextlib.suppress(LimnoError):
+                lake.drop_pool(created.id)  # the pool is new and empty: none half made
+            raise
     click.echo(created.id)
-    click.echo(f"created pool {created.name} (key {created.config.key})", err=True)
+    summary = f"key {created.config.key}"
+    if spec.user:  # which file (by its digest) the lake now runs
+        summary += f"; iterators {created.config.settings.iterators.describe()}"
+    click.echo(f"created pool {created.name} ({summary})", err=True)
+
+
+def _iterator_file(path: str) -> str:
+    """The text of an iterator file (UTF-8 Python source)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"iterator file {path} is not UTF-8 text") from None
+    except OSError as e:
+        raise InvalidInputError(
+            f"cannot read iterator file {path}: {os_reason(e.errno, e.strerror or '')}"
+        ) from None
 
 
 def _compaction(text: str) -> dict[str, object]:
@@ -118,7 +159,7 @@ def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
         listing = inspect.pools_rows(lake.list_pools())
     else:
         found = lake.pool(pool)
-        listing = inspect.branches_rows(found.branches(), found.tags())
+        listing = inspect.branches_rows(found.branches(), found.tags(), found.protected())
     write_rows(listing, obj.format(fmt))
 
 

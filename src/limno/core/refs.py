@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from limno.core.commits import CommitStore
+from limno.core.protection import DELETE, Protection
 from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
 from limno.journal import (
     AssertAbsent,
@@ -76,11 +77,15 @@ class Lander(Protocol):
 
 
 class RefStore:
-    """Branches and tags of one pool."""
+    """Branches and tags of one pool, and its branches' protection rules (``name``:
+    the pool's name, for the refusals of :mod:`limno.core.protection`)."""
 
-    def __init__(self, storage: Storage, pool_id: str, commits: CommitStore) -> None:
+    def __init__(
+        self, storage: Storage, pool_id: str, commits: CommitStore, name: str | None = None
+    ) -> None:
         self.journal = JournalStore(storage, f"{pool_id}/branches")
         self.commits = commits
+        self.protection = Protection(self.journal, name or pool_id)
 
     def create(self) -> None:
         self.journal.create()
@@ -120,18 +125,32 @@ class RefStore:
             [Put(key, {"commit": commit})], [AssertAbsent(key), AssertAbsent(other)], lander
         )
 
-    def move_branch(self, name: str, expected: str, new: str, lander: Lander | None = None) -> None:
+    def move_branch(
+        self,
+        name: str,
+        expected: str,
+        new: str,
+        lander: Lander | None = None,
+        allow_protected: bool = False,
+    ) -> None:
         """Compare-and-swap: point ``name`` at ``new`` if it still points at ``expected``.
 
-        Raises PreconditionFailedError when the branch moved meanwhile.
+        Raises PreconditionFailedError when the branch moved meanwhile, and
+        ProtectedBranchError when it is protected, unless ``allow_protected`` (a merge,
+        or maintenance): the rule is read in the same append (limno.core.protection).
         """
         key = f"branch:{name}"
-        self._write([Put(key, {"commit": new})], [AssertEquals(key, {"commit": expected})], lander)
+        required: list[Requirement] = [AssertEquals(key, {"commit": expected})]
+        if not allow_protected:
+            required.insert(0, self.protection.requirement(name))
+        self._write([Put(key, {"commit": new})], required, lander)
 
     def delete_branch(self, name: str) -> None:
+        """Remove a branch (ProtectedBranchError if it is protected, decided by the append)."""
         if self.branch(name) is None:
             raise NotFoundError(f"branch {name!r} not found")
-        self.journal.commit([Remove(f"branch:{name}")])
+        guard = self.protection.requirement(name, DELETE)
+        self.journal.commit([Remove(f"branch:{name}")], [guard])
 
     def create_tag(self, name: str, commit: str, lander: Lander | None = None) -> None:
         validate_ref_name("tag", name)

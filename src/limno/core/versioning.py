@@ -117,10 +117,14 @@ class Versioned:
         self.name = name or pool_id
         self.hooks = Hooks()
         self.commits = CommitStore(storage, pool_id)
-        self.refs = RefStore(storage, pool_id, self.commits)
+        self.refs = RefStore(storage, pool_id, self.commits, self.name)
         self.snapshots = Snapshots(storage, pool_id)
         self._gc: Gc | None = None
         self._gc_lock = threading.Lock()
+        #: called with (parent commit, actions) before each attempt of a commit or merge
+        #: commit is written: what the entry kind needs next to its entries (a record
+        #: pool writes its search indexes' sidecars there); raises to refuse the commit
+        self.prepare: Callable[[Commit, Sequence[Action]], None] | None = None
 
     @property
     def gc(self) -> Gc:
@@ -160,6 +164,11 @@ class Versioned:
             raise NotFoundError(f"branch {branch!r} not found")
         return head
 
+    def writable_head(self, branch: str) -> str:
+        """The head of ``branch`` before a direct write: ProtectedBranchError now, before
+        any object is written, if the branch is protected (see limno.core.protection)."""
+        return self.refs.protection.head(branch)
+
     def entries_at(self, commit_id: str) -> dict[str, dict[str, Any]]:
         return self.snapshots.read(self.commits.get(commit_id).snapshot)
 
@@ -177,9 +186,10 @@ class Versioned:
         """Stage an added entry on ``branch`` (committed later by :meth:`commit_staged`).
 
         ``since`` is the gc ticket read before the entry's object was written; the
-        commit that lands it checks against it (see :mod:`limno.core.gc`).
+        commit that lands it checks against it (see :mod:`limno.core.gc`). A protected
+        branch refuses: what is staged could only be committed directly.
         """
-        self.head(branch)
+        self.writable_head(branch)
         doc = {"key": key, "value": dict(value), "since": since}
         data = json.dumps(doc, sort_keys=True).encode()
         self.storage.put(f"{self._staging_prefix(branch)}/{key}.json", data)
@@ -292,6 +302,7 @@ class Versioned:
         event: str = "commit",
         since: int | None = None,
         validate: Callable[[Commit], None] | None = None,
+        maintenance: bool = False,
     ) -> Commit:
         """Apply ``actions`` to ``branch`` as one new commit (see the module docstring).
 
@@ -303,9 +314,14 @@ class Versioned:
         against vacuum's tombstones; see :mod:`limno.core.gc`). ``validate`` checks
         the change against the parent it is about to land on, on every attempt
         (a rebase onto a moved branch checks again) and raises to refuse it.
+        ``maintenance`` marks a rewrite that keeps the data (compaction, a partition
+        split): it may move a protected branch, which refuses every other commit
+        before its hooks run and again at the branch's compare-and-swap.
         """
         if not actions and not extra_parents:
             raise InvalidInputError("a commit needs at least one action")
+        if not maintenance:
+            self.refs.protection.check(branch)
         author = author or default_author()
         head = expected_head or self.head(branch)
         payload = {
@@ -321,7 +337,17 @@ class Versioned:
         }
         self.hooks.fire(f"pre-{event}", payload)
         commit = self._commit_loop(
-            branch, actions, head, message, author, meta, extra_parents, rebase, since, validate
+            branch,
+            actions,
+            head,
+            message,
+            author,
+            meta,
+            extra_parents,
+            rebase,
+            since,
+            validate,
+            maintenance,
         )
         self.hooks.fire(
             f"post-{event}", {**payload, "commit": commit.id, "parents": list(commit.parents)}
@@ -340,11 +366,14 @@ class Versioned:
         rebase: bool,
         since: int | None,
         validate: Callable[[Commit], None] | None,
+        maintenance: bool = False,
     ) -> Commit:
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             parent = self.commits.get(head)
             if validate is not None:
                 validate(parent)
+            if self.prepare is not None:
+                self.prepare(parent, actions)
             changes = self._changes(parent, actions)
             snapshot = self.snapshots.apply(parent.snapshot, changes)
             commit = Commit(
@@ -361,7 +390,8 @@ class Versioned:
             self.commits.put(commit)
             new_keys = functools.partial(self._new_keys, parent.snapshot, actions)
             try:
-                self.refs.move_branch(branch, head, commit.id, self.lander(new_keys, since))
+                lander = self.lander(new_keys, since)
+                self.refs.move_branch(branch, head, commit.id, lander, allow_protected=maintenance)
                 return commit
             except StorageError:
                 # the append may have landed before the failure was reported
@@ -405,15 +435,20 @@ class Versioned:
         author: str | None = None,
         meta: Mapping[str, Any] | None = None,
         fast_forward: bool = True,
+        direct: bool = False,
     ) -> MergeResult:
         """Merge ref ``source`` into branch ``into`` (see :mod:`limno.core.merge`).
 
         Fast-forwards when ``into`` is an ancestor of the source (unless
         ``fast_forward`` is off); otherwise makes a merge commit with parents
         ``(into's head, source)`` whose actions are the changes to ``into``. The
-        strategy is recorded in the commit's meta. Retries if ``into`` moves.
+        strategy is recorded in the commit's meta. Retries if ``into`` moves. A merge
+        may move a protected branch unless it is ``direct`` (a transaction's: a direct
+        write by other means), which is refused there as a commit is.
         """
         merge.plan_merge({}, {}, strategy)  # validates the strategy before any work
+        if direct:
+            self.refs.protection.check(into)
         ticket = self.gc.ticket()
         resolved = self.resolve(source)
         src = resolved.commit
@@ -439,10 +474,20 @@ class Versioned:
             try:
                 if base == head and fast_forward:
                     result = MergeResult("fast-forward", src, base)
-                    self._land(into, head, src, since)
+                    self._land(into, head, src, since, direct)
                 else:
                     result = self._merge_commit(
-                        source, src, into, head, base, strategy, message, author, meta, since
+                        source,
+                        src,
+                        into,
+                        head,
+                        base,
+                        strategy,
+                        message,
+                        author,
+                        meta,
+                        since,
+                        direct,
                     )
             except PreconditionFailedError:
                 backoff(attempt)
@@ -466,6 +511,7 @@ class Versioned:
         author: str,
         meta: Mapping[str, Any] | None,
         since: int | None,
+        direct: bool = False,
     ) -> MergeResult:
         base_snap = EMPTY if base is None else self.commits.get(base).snapshot
         dest = self.commits.get(head)
@@ -493,6 +539,8 @@ class Versioned:
         }
         if plan.resolved:
             info["resolved"] = list(plan.resolved)
+        if self.prepare is not None:
+            self.prepare(dest, actions)
         commit = Commit(
             id=ksuid(),
             parents=(head, src),
@@ -504,14 +552,17 @@ class Versioned:
             actions=tuple(actions),
         )
         self.commits.put(commit)
-        self._land(into, head, commit.id, since)
+        self._land(into, head, commit.id, since, direct)
         return MergeResult("merge", commit.id, base, plan.resolved)
 
-    def _land(self, branch: str, head: str, new: str, since: int | None) -> None:
-        """Move ``branch`` from ``head`` to ``new``; PreconditionFailedError if it moved."""
+    def _land(
+        self, branch: str, head: str, new: str, since: int | None, direct: bool = False
+    ) -> None:
+        """Move ``branch`` from ``head`` to ``new`` by a merge (a protected branch allows
+        it unless ``direct``); PreconditionFailedError if it moved."""
         lander = self.lander(functools.partial(self.added_keys, head, new), since)
         try:
-            self.refs.move_branch(branch, head, new, lander)
+            self.refs.move_branch(branch, head, new, lander, allow_protected=not direct)
         except StorageError:
             if self.refs.branch(branch) != new:  # did the append land before the failure?
                 raise

@@ -32,6 +32,8 @@ Semantics (the contract every caller relies on):
 * Keyless rows (a key field missing or null; see :meth:`PoolKey.keyed_mask`) are
   never grouped: each passes through on its own (age-off still applies).
 * Field names are dotted paths into structs, like pool keys (``value.count``).
+* ``python(CLASS,k=v,...)``: the pool's own iterator class, run after the built-in
+  ones on their output (:mod:`limno.data.user_iterators`, which states its protocol).
 
 Everything is vectorized with ``pyarrow.compute``: group boundaries come from
 comparing each key row with the previous one, the newest row of each group is taken
@@ -41,12 +43,15 @@ by index, and aggregates come from ``Table.group_by`` over a group-number column
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from limno.data import user_iterators
+from limno.data.user_iterators import UserIterator, attach_file, parse_user
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 from limno.units import parse_duration
@@ -79,7 +84,7 @@ __all__ = [
 AGGREGATES = ("sum", "min", "max")
 _ITEM = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)\s*(?:\((.*)\))?", re.DOTALL)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_USAGE = "expected dedup, sum(F), min(F), max(F) or age-off(F,DURATION)"
+_USAGE = "expected dedup, sum(F), min(F), max(F), age-off(F,DURATION) or python(CLASS)"
 
 
 # -- the spec ------------------------------------------------------------------------------
@@ -119,14 +124,15 @@ class AgeOff:
 
 @dataclass(frozen=True)
 class IteratorSpec:
-    """A pool's iterators (empty by default, and then falsy)."""
+    """A pool's iterators (empty by default, and then falsy); ``user`` runs last."""
 
     dedup: bool = False
     aggregations: tuple[Aggregation, ...] = ()
     age_offs: tuple[AgeOff, ...] = ()
+    user: UserIterator | None = None
 
     def __bool__(self) -> bool:
-        return self.dedup or bool(self.aggregations) or bool(self.age_offs)
+        return self.dedup or bool(self.aggregations) or bool(self.age_offs) or bool(self.user)
 
     @property
     def needs_order(self) -> bool:
@@ -137,11 +143,15 @@ class IteratorSpec:
     def texts(self) -> list[str]:
         """The canonical iterator items; :func:`parse_iterators` reads them back."""
         items = ["dedup"] if self.dedup else []
-        return items + [str(a) for a in self.aggregations] + [str(a) for a in self.age_offs]
+        items += [str(a) for a in self.aggregations] + [str(a) for a in self.age_offs]
+        return items + ([str(self.user)] if self.user else [])
 
     def describe(self) -> str:
         """One line for ``limno ls`` and ``status``: ``dedup, age-off(ts,30d)``."""
-        return ", ".join(self.texts()) or "none"
+        texts = self.texts()
+        if self.user:
+            texts[-1] = self.user.describe()
+        return ", ".join(texts) or "none"
 
     def to_json(self) -> dict[str, Any]:
         """The form stored in the pool config (``{}`` when empty)."""
@@ -152,6 +162,8 @@ class IteratorSpec:
             out["aggregations"] = [{"op": a.op, "field": a.field} for a in self.aggregations]
         if self.age_offs:
             out["age_off"] = [{"field": a.field, "duration": a.duration} for a in self.age_offs]
+        if self.user:
+            out["user"] = self.user.to_json()
         return out
 
     @classmethod
@@ -160,7 +172,7 @@ class IteratorSpec:
         if not data:
             return cls()
         try:
-            unknown = set(data) - {"dedup", "aggregations", "age_off"}
+            unknown = set(data) - {"dedup", "aggregations", "age_off", "user"}
             if unknown:
                 raise ValueError(f"unknown entry {sorted(unknown)[0]!r}")
             texts = ["dedup"] if data.get("dedup") else []
@@ -168,14 +180,17 @@ class IteratorSpec:
             texts += [f"age-off({a['field']},{a['duration']})" for a in data.get("age_off", ())]
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidInputError(f"invalid iterator settings {dict(data)!r}: {e}") from e
-        return parse_iterators(texts) if texts else cls()
+        spec = parse_iterators(texts) if texts else cls()
+        if data.get("user"):
+            spec = dataclasses.replace(spec, user=UserIterator.from_json(data["user"]))
+        return spec
 
 
 def needs_grouping(spec: IteratorSpec) -> bool:
-    """Whether ``spec`` combines rows of equal keys (dedup or aggregation), so its
-    input must be in key order with write order among ties; age-off alone is a
-    row-by-row filter that needs neither."""
-    return spec.dedup or bool(spec.aggregations)
+    """Whether ``spec`` combines rows of equal keys (dedup, aggregation, or a user
+    iterator, which gets whole key groups), so its input must be in key order with
+    write order among ties; age-off alone is a row-by-row filter that needs neither."""
+    return spec.dedup or bool(spec.aggregations) or spec.user is not None
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -218,15 +233,24 @@ def _overlap(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
-def parse_iterators(texts: Sequence[str] | str, key_fields: Sequence[str] = ()) -> IteratorSpec:
+def parse_iterators(
+    texts: Sequence[str] | str,
+    key_fields: Sequence[str] = (),
+    *,
+    file_text: str | None = None,
+    file_name: str | None = None,
+) -> IteratorSpec:
     """Parse ``--iterator`` values (each may list several items, comma-separated).
 
     ``key_fields`` are the pool key's field names: aggregating one is an error.
-    Errors raise :class:`InvalidInputError` naming the offending item.
+    ``file_text`` is an iterator file (named ``file_name``) whose class a
+    ``python(CLASS)`` item names. Errors raise :class:`InvalidInputError` naming
+    the offending item. Nothing is imported or run here.
     """
     if isinstance(texts, str):
         texts = [texts]
     dedup: str | None = None
+    user: UserIterator | None = None
     aggs: list[tuple[str, Aggregation]] = []
     ages: list[AgeOff] = []
     for text in texts:
@@ -259,6 +283,10 @@ def parse_iterators(texts: Sequence[str] | str, key_fields: Sequence[str] = ()) 
                 if any(a.field == age.field for a in ages):
                     raise InvalidInputError(f"iterator {item!r}: {age.field!r} is aged off twice")
                 ages.append(age)
+            elif name == "python" and args is not None:
+                if user is not None:
+                    raise InvalidInputError(f"iterator {item!r}: a pool has one python iterator")
+                user = parse_user(item, args)
             else:
                 raise InvalidInputError(f"unknown iterator {item!r}: {_USAGE}")
     if dedup is not None and aggs:
@@ -279,7 +307,8 @@ def parse_iterators(texts: Sequence[str] | str, key_fields: Sequence[str] = ()) 
                     f"iterator {item!r}: {agg.field!r} is (part of) the pool key {key!r},"
                     " which cannot be aggregated"
                 )
-    return IteratorSpec(dedup is not None, tuple(a for _, a in aggs), tuple(ages))
+    user = attach_file(user, file_text, file_name)
+    return IteratorSpec(dedup is not None, tuple(a for _, a in aggs), tuple(ages), user)
 
 
 # -- columns -------------------------------------------------------------------------------
@@ -429,7 +458,7 @@ class Combiner:
         self.reverse = reverse
         now_us = _epoch_us(now if now is not None else dt.datetime.now(dt.UTC))
         self._cutoffs = [(a.path, now_us - a.seconds * 1_000_000) for a in spec.age_offs]
-        self._grouping = needs_grouping(spec)
+        self._grouping = spec.dedup or bool(spec.aggregations)  # a user iterator: apply's
         self._held: pa.Table | None = None
 
     def feed(self, table: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -514,6 +543,10 @@ def apply(
     are yielded. An empty spec passes the stream through."""
     if not spec:
         yield from (t for t in tables if t.num_rows)
+        return
+    if spec.user is not None:  # the built-in iterators first, the pool's class on their output
+        built_in = apply(tables, key, dataclasses.replace(spec, user=None), now, reverse)
+        yield from user_iterators.run(spec.user, key, built_in, reverse)
         return
     combiner = Combiner(key, spec, now=now, reverse=reverse)
     for table in tables:

@@ -33,6 +33,7 @@ an empty table of its key fields, so ``count(*)`` is 0 and ``SELECT *`` has no r
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import os
 import uuid
@@ -83,6 +84,7 @@ def query(
     safe: bool = False,
     limits: QueryLimits | None = None,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> pa.Table:
     """Run ``sql`` over the lake's pools; returns an Arrow table.
 
@@ -90,7 +92,8 @@ def query(
     query with no file, network, extension or settings access; without it this
     is DuckDB with the pools registered, for your own SQL. ``limits``: time,
     row and byte limits (None: none). ``readable(pool_name)``: whether the SQL
-    may read that pool (None: every pool); see the module docstring.
+    may read that pool (None: every pool); see the module docstring. ``as_of``:
+    every branch the SQL reads, as it was at that time (tags and commits as named).
     """
     if safe:
         check_query(sql)
@@ -109,7 +112,8 @@ def query(
     try:
         with watchdog:
             for i, name in enumerate(names):
-                read = _register(con, lake, sql, name, f"__limno_merged_{i}", readable)
+                hidden = f"__limno_merged_{i}"
+                read = _register(con, lake, sql, name, hidden, readable, as_of)
                 if read is not None:
                     reads.append(read)
             if safe:
@@ -205,11 +209,12 @@ def _register(
     name: str,
     hidden: str,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> _Read | None:
     """Make ``name`` a view of what it stands for; the pool snapshot it reads, if any.
 
     ``hidden`` names the rows limno merged, when the view also reads files;
-    ``readable`` filters the lake's ``":pools"``.
+    ``readable`` filters the lake's ``":pools"``; a branch is read as of ``as_of``.
     """
     parsed = parse_table_name(name)
     if isinstance(parsed, MetaTableName):
@@ -221,7 +226,15 @@ def _register(
     pool = lake.pool(parsed.pool)
     first = pool.key.fields[0].path
     conditions = key_conditions(sql, name, first[0]) if len(first) == 1 else []
-    source = snapshot_source(pool, parsed.ref, None, conditions, readable=reads_alike)
+    at = pool.branch_time(parsed.ref, as_of)
+    source = snapshot_source(
+        pool,
+        parsed.ref,
+        at,
+        conditions,
+        readable=reads_alike,
+        field_conditions=functools.partial(key_conditions, sql, name),
+    )
     if not source.files:
         assert source.merged is not None
         merged = source.merged

@@ -8,11 +8,14 @@ objects for one and paths for the other, and nothing here looks inside them.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import inspect
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from limno.core import protection
+from limno.core.commits import now_iso
 from limno.core.hooks import Hooks, HookSpec, validate_hook
 from limno.core.versioning import DiffEntry, MergeResult, Versioned
 from limno.errors import InvalidInputError, NotFoundError
@@ -63,6 +66,19 @@ class Branching:
         self.versioned.unstage(name, list(self.versioned.staged(name)))
         return head
 
+    def protect(self, branch: str) -> bool:
+        """Protect ``branch``: from now on only merges (and maintenance) move it, and it
+        cannot be deleted (see :mod:`limno.core.protection`); False if it already was."""
+        return self.versioned.refs.protection.protect(branch, now_iso())
+
+    def unprotect(self, branch: str) -> bool:
+        """Lift the protection of ``branch``; False if it had none."""
+        return self.versioned.refs.protection.unprotect(branch)
+
+    def protected(self) -> list[str]:
+        """The protected branches, by name."""
+        return self.versioned.refs.protection.protected()
+
     def tag(self, name: str, from_ref: str | None = None) -> str:
         """Create immutable tag ``name`` at ``from_ref`` (default ``main``)."""
         return self.versioned.create_ref("tag", name, from_ref or DEFAULT_BRANCH)
@@ -85,19 +101,47 @@ class Branching:
         meta: Mapping[str, Any] | None = None,
         fast_forward: bool = True,
     ) -> MergeResult:
-        """Merge ref ``source`` into branch ``into`` (three-way; fast-forward if possible)."""
+        """Merge ref ``source`` into branch ``into`` (three-way; fast-forward if possible).
+
+        A transaction's merge (of its ``_tx-`` branch) is a direct write to ``into``,
+        refused on a protected branch even if the rule came after the transaction began.
+        """
+        direct = source.startswith(TX_PREFIX)
         return self.versioned.merge(
-            source, into, strategy, message, author, meta, fast_forward=fast_forward
+            source, into, strategy, message, author, meta, fast_forward=fast_forward, direct=direct
         )
 
-    def diff(self, old: str, new: str | None = None, three_dot: bool = False) -> list[DiffEntry]:
+    def branch_time(self, ref: str | None, as_of: dt.datetime | None) -> dt.datetime | None:
+        """``as_of`` when ``ref`` (default main, ``~N`` or not) is a branch, else None: a tag
+        or a commit id names the same commit at any time (what commands reading several
+        refs at a time, diff and SQL, apply ``--as-of`` to)."""
+        if as_of is None:
+            return None
+        base = (ref or DEFAULT_BRANCH).partition("~")[0]
+        return as_of if self.versioned.refs.branch(base) is not None else None
+
+    def diff(
+        self,
+        old: str,
+        new: str | None = None,
+        three_dot: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
+    ) -> list[DiffEntry]:
         """Entries added, removed or changed from ref ``old`` to ref ``new`` (default main).
 
         With ``three_dot`` the comparison starts at the merge base of the two refs,
-        showing only what ``new`` changed since they diverged.
+        showing only what ``new`` changed since they diverged. ``as_of`` reads each
+        side that is a branch as it was at that time (at least one must be).
         """
-        a = self.versioned.resolve(old).commit
-        b = self.versioned.resolve(new or DEFAULT_BRANCH).commit
+        new = new or DEFAULT_BRANCH
+        old_at, new_at = self.branch_time(old, as_of), self.branch_time(new, as_of)
+        if as_of is not None and old_at is None and new_at is None:
+            raise InvalidInputError(
+                f"--as-of needs a branch, and neither {old!r} nor {new!r} is one"
+            )
+        a = self.versioned.resolve(old, old_at).commit
+        b = self.versioned.resolve(new, new_at).commit
         if three_dot:
             base = self.versioned.merge_base(a, b)
             if base is None:
@@ -191,10 +235,13 @@ def transaction(
     merged (fast-forward when ``branch`` did not move) and deleted; on an
     exception — including a merge conflict — it is deleted and nothing becomes
     visible on ``branch``. Only public pool operations are used, so any pool
-    implementation (in process or remote) gets transactions.
+    implementation (in process or remote) gets transactions. A protected ``branch``
+    refuses: first here, before any work, and at the merge (:meth:`Branching.merge`).
     """
     if branch not in pool.branches():
         raise NotFoundError(f"branch {branch!r} not found")
+    if branch in pool.protected():
+        raise protection.refusal(pool.name, branch)
     name = f"{TX_PREFIX}{ksuid()}"
     pool.branch(name, branch)
     try:

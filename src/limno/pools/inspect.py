@@ -1,7 +1,7 @@
 """Metadata as tables: every table limno shows about its own state, built in one place.
 
 SQL's meta tables (``"logs:objects"``, ``"logs:commits"``, ``"logs:branches"``,
-``"logs:partitions"``, ``":pools"``), ``limno status``'s reports and the CLI's
+``"logs:partitions"``, ``"logs:indexes"``, ``":pools"``), ``limno status``'s reports and the CLI's
 listings (``ls``, ``stage``, ``log -f ndjson``) all come from here, so a column
 means the same everywhere: keys are rendered as JSON arrays of the key's fields
 (``[1]``, ``["/blog"]``), a commit's ``actions`` is a list of ``{op, id}``, and
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from limno.data.objects import DataObject
     from limno.pools import jobs
     from limno.pools.jobs import JobRecord
-    from limno.pools.records import splitting
+    from limno.pools.records import indexing, splitting
     from limno.pools.records.partitions import PartitionTree
     from limno.pools.records.pool import RecordPool
     from limno.pools.registry import PoolConfig
@@ -40,6 +40,7 @@ else:
     data_objects = lazy_module("limno.data.objects")
     jobs = lazy_module("limno.pools.jobs")
     splitting = lazy_module("limno.pools.records.splitting")
+    indexing = lazy_module("limno.pools.records.indexing")
 
 __all__ = [
     "POOL_TABLES",
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: the meta tables of a pool (``"<pool>[@ref]:<name>"`` in SQL)
-POOL_TABLES = ("objects", "commits", "branches", "partitions")
+POOL_TABLES = ("objects", "commits", "branches", "partitions", "indexes")
 
 
 @dataclass(frozen=True)
@@ -163,35 +164,55 @@ def commits_table(commits: Sequence[Commit]) -> pa.Table:
 
 
 def diff_table(entries: Sequence[DiffEntry]) -> pa.Table:
-    """``limno diff``: one row per changed object (change, id, rows, size, keys)."""
+    """``limno diff``: one row per changed object (change, id, rows, size, keys); an
+    index's entry (``~index/<field>``, created or dropped) has no rows, size or keys."""
     objs = [
-        data_objects.DataObject.from_json(e.new if e.new is not None else e.old or {})
+        None
+        if e.key.startswith("~index/")
+        else data_objects.DataObject.from_json(e.new if e.new is not None else e.old or {})
         for e in entries
     ]
     return pa.table(
         {
             "change": pa.array([e.change for e in entries], pa.string()),
             "id": pa.array([e.key for e in entries], pa.string()),
-            "rows": pa.array([o.rows for o in objs], pa.int64()),
-            "size": pa.array([o.size for o in objs], pa.int64()),
-            "min_key": pa.array([key_text(o.min_key) for o in objs], pa.string()),
-            "max_key": pa.array([key_text(o.max_key) for o in objs], pa.string()),
+            "rows": pa.array([None if o is None else o.rows for o in objs], pa.int64()),
+            "size": pa.array([None if o is None else o.size for o in objs], pa.int64()),
+            "min_key": pa.array(
+                [None if o is None else key_text(o.min_key) for o in objs], pa.string()
+            ),
+            "max_key": pa.array(
+                [None if o is None else key_text(o.max_key) for o in objs], pa.string()
+            ),
         }
     )
 
 
-_BRANCHES = ("kind", "name", "commit")
+_BRANCHES = ("kind", "name", "commit", "protected")
 
 
-def branches_rows(branches: Mapping[str, str], tags: Mapping[str, str]) -> Rows:
-    """``"pool:branches"`` and ``limno ls POOL``: kind, name, commit."""
-    rows = [{"kind": "branch", "name": n, "commit": c} for n, c in branches.items()]
-    rows += [{"kind": "tag", "name": n, "commit": c} for n, c in tags.items()]
-    return Rows(_BRANCHES, rows, _strings(len(_BRANCHES)))
+def _branch_types() -> list[pa.DataType]:
+    return [pa.string(), pa.string(), pa.string(), pa.bool_()]
 
 
-def branches_table(branches: Mapping[str, str], tags: Mapping[str, str]) -> pa.Table:
-    return branches_rows(branches, tags).table()
+def branches_rows(
+    branches: Mapping[str, str], tags: Mapping[str, str], protected: Iterable[str] = ()
+) -> Rows:
+    """``"pool:branches"`` and ``limno ls POOL``: kind, name, commit, and whether the
+    branch is protected (only merges move it; false for tags, which never move)."""
+    rules = set(protected)
+    rows = [
+        {"kind": "branch", "name": n, "commit": c, "protected": n in rules}
+        for n, c in branches.items()
+    ]
+    rows += [{"kind": "tag", "name": n, "commit": c, "protected": False} for n, c in tags.items()]
+    return Rows(_BRANCHES, rows, _branch_types)
+
+
+def branches_table(
+    branches: Mapping[str, str], tags: Mapping[str, str], protected: Iterable[str] = ()
+) -> pa.Table:
+    return branches_rows(branches, tags, protected).table()
 
 
 def partitions_table(pool: RecordPool, ref: str | None = None) -> pa.Table:
@@ -232,9 +253,11 @@ def pool_table(pool: RecordPool, name: str, ref: str | None = None) -> pa.Table:
     if name == "commits":
         return commits_table(pool.log(ref))
     if name == "branches":
-        return branches_table(pool.branches(), pool.tags())
+        return branches_table(pool.branches(), pool.tags(), pool.protected())
     if name == "partitions":
         return partitions_table(pool, ref)
+    if name == "indexes":
+        return indexing.indexes_table(pool, ref)
     raise NotFoundError(f"no meta table {name!r} (one of {', '.join(POOL_TABLES)})")
 
 

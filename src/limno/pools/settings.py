@@ -2,7 +2,7 @@
 
 They are stored in the pool's registry entry as plain JSON (``iterators``,
 ``split_threshold``, ``compaction``, ``retention`` in seconds per branch glob,
-``hooks``); :meth:`PoolSettings.from_json` checks every field, so the rest of
+``hooks``, ``batcher``); :meth:`PoolSettings.from_json` checks every field, so the rest of
 limno reads attributes, never a dict.
 """
 
@@ -18,8 +18,10 @@ from limno.data.iterators import IteratorSpec
 from limno.errors import InvalidInputError
 
 __all__ = [
+    "BATCHER_NAMES",
     "COMPACTION_STRATEGIES",
     "DEFAULT_SPLIT_THRESHOLD",
+    "BatcherSettings",
     "CompactionSettings",
     "PoolSettings",
 ]
@@ -62,6 +64,87 @@ class CompactionSettings:
         return {"strategy": self.strategy, "ratio": self.ratio, "batch": self.batch}
 
 
+#: the batcher's settings as :meth:`BatcherSettings.parse` names them -> their fields
+BATCHER_NAMES = {
+    "min-files": "min_files",
+    "max-files": "max_files",
+    "min-bytes": "min_bytes",
+    "max-bytes": "max_bytes",
+    "max-age": "max_age",
+}
+
+
+@dataclass(frozen=True)
+class BatcherSettings:
+    """When the ingest batcher (:mod:`limno.pools.ingest_queue`) turns queued files into
+    jobs, and how big a job may be (Sleeper's batcher): a group of queued files becomes
+    jobs once it holds ``min_files`` and ``min_bytes``, or once its oldest file has
+    waited ``max_age``; each job takes at most ``max_files`` files and ``max_bytes``
+    bytes (a single larger file is a job of its own)."""
+
+    min_files: int = 1
+    max_files: int = 100
+    min_bytes: int = 0
+    max_bytes: int = 1 << 30
+    max_age: dt.timedelta = dt.timedelta(minutes=5)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_files <= self.max_files:
+            raise InvalidInputError("the batcher needs 1 <= min-files <= max-files")
+        if not 0 <= self.min_bytes <= self.max_bytes or self.max_bytes < 1:
+            raise InvalidInputError(
+                "the batcher needs 0 <= min-bytes <= max-bytes and max-bytes >= 1"
+            )
+        if self.max_age < dt.timedelta(0):
+            raise InvalidInputError("the batcher's max-age must not be negative")
+
+    def parse(self, text: str) -> BatcherSettings:
+        """These settings changed by ``min-files=2,max-bytes=1GB,max-age=10m``."""
+        from limno.units import parse_duration, parse_size
+
+        changes: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, value = part.partition("=")
+            field_name = BATCHER_NAMES.get(name.strip())
+            if not sep or field_name is None:
+                raise InvalidInputError(
+                    f"batcher setting {part!r}: expected NAME=VALUE with NAME one of"
+                    f" {', '.join(BATCHER_NAMES)}"
+                )
+            value = value.strip()
+            if field_name == "max_age":
+                changes[field_name] = parse_duration(value)
+            elif field_name.endswith("bytes"):
+                changes[field_name] = parse_size(value)
+            elif value.isdigit():
+                changes[field_name] = int(value)
+            else:
+                raise InvalidInputError(f"batcher setting {name}: not a whole number: {value!r}")
+        return replace(self, **changes)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BatcherSettings:
+        try:
+            return cls(
+                int(d.get("min_files", 1)),
+                int(d.get("max_files", 100)),
+                int(d.get("min_bytes", 0)),
+                int(d.get("max_bytes", 1 << 30)),
+                dt.timedelta(seconds=float(d.get("max_age", 300.0))),
+            )
+        except (TypeError, ValueError) as e:
+            raise InvalidInputError(f"invalid batcher settings {dict(d)!r}: {e}") from e
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "min_files": self.min_files,
+            "max_files": self.max_files,
+            "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes,
+            "max_age": self.max_age.total_seconds(),
+        }
+
+
 @dataclass(frozen=True)
 class PoolSettings:
     """Everything about a pool but its name, id, kind, key, target size and schema."""
@@ -72,6 +155,7 @@ class PoolSettings:
     #: branch glob -> how long vacuum keeps that branch's history (empty: all of it)
     retention: Mapping[str, dt.timedelta] = field(default_factory=dict)
     hooks: tuple[HookSpec, ...] = ()
+    batcher: BatcherSettings = field(default_factory=BatcherSettings)
 
     def __post_init__(self) -> None:
         if self.split_threshold < 1:
@@ -95,6 +179,8 @@ class PoolSettings:
             out["retention"] = {g: w.total_seconds() for g, w in self.retention.items()}
         if self.hooks:
             out["hooks"] = [h.to_json() for h in self.hooks]
+        if self.batcher != BatcherSettings():
+            out["batcher"] = self.batcher.to_json()
         return out
 
     @classmethod
@@ -117,4 +203,5 @@ class PoolSettings:
             compaction=CompactionSettings.from_json(d.get("compaction") or {}),
             retention=retention,
             hooks=tuple(HookSpec.from_json(h) for h in d.get("hooks") or ()),
+            batcher=BatcherSettings.from_json(d.get("batcher") or {}),
         )

@@ -17,6 +17,12 @@ against registered runs when they land (the protocol, and why it is safe, is in
 ``<pool-id>/expired/<id>`` records that vacuum removed it on purpose, so ``verify``
 and readers of trimmed history can tell "expired by retention" from "lost".
 
+An object's sidecars go with it: its sketch, and the sidecars of its search indexes
+(``<id>.<index-id>.idx``, :mod:`limno.data.indexes`). The sidecars of an index that no
+retained commit holds anymore (dropped, and out of every retention window) are freed
+while the object stays (past the grace period, and not while a write holds a lease that
+may be building them).
+
 Hidden partial files (a writer killed while it wrote an object leaves its
 ``<id>.parquet#<digits>`` staging file behind; see
 :meth:`limno.storage.Storage.list_partial`) are reclaimed by the same rules.
@@ -24,6 +30,7 @@ Hidden partial files (a writer killed while it wrote an object leaves its
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fnmatch
 import json
@@ -99,15 +106,29 @@ def retained_commits(v: Versioned, retention: Retention, now: dt.datetime) -> se
 
 def retained_keys(v: Versioned, retention: Retention, now: dt.datetime) -> set[str]:
     """Entry keys held by heads, tags and commits in a retention window."""
+    return retained_entries(v, retention, now)[0]
+
+
+def retained_entries(
+    v: Versioned, retention: Retention, now: dt.datetime
+) -> tuple[set[str], set[str]]:
+    """Entry keys held by heads, tags and commits in a retention window, and the ids of
+    the search indexes among those entries (``~index/<field>``: its value holds the id)."""
+    from limno.data.indexes import is_index_key  # record pools' entries
+
     seen_ranges: set[str] = set()
     keys: set[str] = set()
+    index_ids: set[str] = set()
     for cid in retained_commits(v, retention, now):
         for ref in v.snapshots.ranges(v.commits.get(cid).snapshot):
             if ref.id in seen_ranges:
                 continue
             seen_ranges.add(ref.id)
-            keys.update(k for k, _ in v.snapshots.range_entries(ref.id))
-    return keys
+            for k, value in v.snapshots.range_entries(ref.id):
+                keys.add(k)
+                if is_index_key(k):
+                    index_ids.add(str(value.get("id", "")))
+    return keys, index_ids
 
 
 def staged_keys(v: Versioned) -> set[str]:
@@ -147,6 +168,25 @@ def _groups(v: Versioned, data_prefix: str) -> dict[str, list[tuple[ObjectInfo, 
     return groups
 
 
+def _stale_sidecars(
+    files: list[tuple[ObjectInfo, bool]],
+    index_ids: set[str],
+    cutoff: dt.datetime,
+    leases: list[LeaseInfo],
+) -> list[ObjectInfo]:
+    """The sidecars among a kept object's ``files`` (``<key>.<index-id>.idx``) of search
+    indexes no retained commit holds, past the grace period and not being written (an
+    index's id is a KSUID taken under the lease of the write that builds it)."""
+    out = []
+    for info, partial in files:
+        parts = info.path.rsplit("/", 1)[-1].split(".")
+        if partial or len(parts) != 3 or parts[2] != "idx" or parts[1] in index_ids:
+            continue
+        if info.last_modified <= cutoff and not _covered(parts[1], leases):
+            out.append(info)
+    return out
+
+
 def _covered(key: str, leases: list[LeaseInfo]) -> bool:
     return any(lease.live and lease.op != "vacuum" and lease.covers(key) for lease in leases)
 
@@ -174,21 +214,30 @@ def vacuum(
     leases = gc.leases.scan(now)
     if not dry_run:
         _clear_dead(v, runs, leases)
-    keep = referenced_keys(v, retention, now)
+    keep = staged_keys(v)
+    retained, index_ids = retained_entries(v, retention, now)
+    keep |= retained
     cutoff = now - grace
     candidates: dict[str, list[tuple[ObjectInfo, bool]]] = {}
+    stale: list[ObjectInfo] = []
     for key, files in _groups(v, data_prefix).items():
         files.sort(key=lambda f: (f[0].path.endswith(".parquet"), f[0].path))
         if key in keep:
             report.referenced += 1
+            stale += _stale_sidecars(files, index_ids, cutoff, leases)
         elif max(f.last_modified for f, _ in files) > cutoff:
             report.too_young += 1
         elif _covered(key, leases):
             report.leased += 1
         else:
             candidates[key] = files
+    report.removed += [(info.path, info.size) for info in stale]
+    if not dry_run:
+        for info in stale:  # no tombstone: the object itself stays
+            with contextlib.suppress(NotFoundError):
+                v.storage.delete(info.path)
     if dry_run or not candidates:
-        report.removed = [(f[-1][0].path, sum(i.size for i, _ in f)) for f in candidates.values()]
+        report.removed += [(f[-1][0].path, sum(i.size for i, _ in f)) for f in candidates.values()]
         return report
     with gc.leases.hold("vacuum") as lease:
         run = gc.begin(candidates, lease.id, trimmed=retention is not None)

@@ -17,7 +17,17 @@ from limno.server import problems
 from limno.server.authorization import guard
 from limno.server.guard import Limits as RequestLimits
 from limno.server.guard import install as install_guard
-from limno.server.routes import auth, data, events, maintenance, pools, query, refs
+from limno.server.routes import (
+    auth,
+    data,
+    events,
+    indexes,
+    ingest,
+    maintenance,
+    pools,
+    query,
+    refs,
+)
 
 if TYPE_CHECKING:
     from limno.auth.verify import Authenticator
@@ -70,7 +80,7 @@ def create_app(
         return {"status": "ok", "lake": served.uri}
 
     guards = [Depends(guard), *(Depends(d) for d in dependencies)]
-    for module in (pools, refs, data, query, maintenance, events, auth):
+    for module in (pools, refs, data, indexes, query, maintenance, ingest, events, auth):
         app.include_router(module.router, dependencies=guards)
     # the short path SPEC.md and `curl -N HOST/events` use; the document lists /v1/events
     app.add_api_route(

@@ -20,6 +20,9 @@ read a pool (scan, get, log, diff, objects, status ...)  read    the pool
 write a pool (load, commit, merge, branch, compact,      write   the pool
 vacuum, drop, rename ...)
 hooks (add, remove: a hook runs commands on the server)  admin   the lake
+iterators (set: a python() iterator runs in the server)  admin   the lake
+ingest (submit URLs the server reads with its own keys)  admin   the lake
+protect, unprotect a branch (binds every writer)         admin   the lake
 users, keys and grants (``/v1/auth/...``)                admin   the lake
 =======================================================  ======  ===================
 
@@ -50,7 +53,16 @@ if TYPE_CHECKING:
     from limno.auth.model import User
     from limno.auth.verify import Authenticator
 
-__all__ = ["RULES", "Rule", "author_of", "guard", "readable_of", "user_of", "visible"]
+__all__ = [
+    "RULES",
+    "Rule",
+    "author_of",
+    "guard",
+    "readable_of",
+    "require_admin",
+    "user_of",
+    "visible",
+]
 
 #: where a rule's pool comes from: none (the lake), the path's ``{pool}``, the ``pool``
 #: query parameter when given (else the lake), the pool of the ``ref`` query parameter
@@ -76,10 +88,18 @@ RULES: dict[str, Rule] = {
     "get_pool": _R,
     "drop_pool": _W,
     "rename_pool": _W,
+    # a pool's iterators: a python() one is code the server runs in its own process
+    # (create_pool naming one needs admin too: require_admin)
+    "set_iterators": Rule("admin", "path"),
     # refs
     "branches": _R,
     "create_branch": _W,
     "delete_branch": _W,
+    # protected branches: the rules bind every writer of the pool, so only an admin
+    # sets or lifts them (lakeFS: branch protection is a repository admin's)
+    "protected_branches": _R,
+    "protect_branch": _ADMIN,
+    "unprotect_branch": _ADMIN,
     "tags": _R,
     "create_tag": _W,
     "delete_tag": _W,
@@ -105,6 +125,11 @@ RULES: dict[str, Rule] = {
     "get": _R,
     "objects": _R,
     "pool_meta_table": _R,
+    # search indexes: creating and dropping one is a commit
+    "indexes": _R,
+    "create_index": _W,
+    "drop_index": _W,
+    "search": _R,
     # query: each pool the SQL names is checked as it is read (readable_of)
     "query": _R_LAKE,
     "meta_table": Rule("read", "ref"),
@@ -113,6 +138,17 @@ RULES: dict[str, Rule] = {
     "split": _W,
     "vacuum": _W,
     "status": _R,
+    # the ingest batcher: uploads are a writer's; URLs the server reads with its own
+    # credentials (which may reach what the caller should not) are an admin's
+    "ingest_add": _W,
+    "ingest_submit": _ADMIN,
+    "ingest_run": _W,
+    "ingest_files": _R,
+    "ingest_jobs": _R,
+    "ingest_retry": _W,
+    "ingest_drop": _W,
+    "ingest_settings": _R,
+    "ingest_configure": _W,
     "verify": Rule("read", "query"),
     # events: the route shows only events of pools the caller may read (a dropped
     # pool's past events too, so no pool lookup here)
@@ -219,6 +255,14 @@ def user_of(request: Request) -> User | None:
     """The authenticated caller (None on a ``--no-auth`` server)."""
     user: User | None = getattr(request.state, "user", None)
     return user
+
+
+def require_admin(request: Request, what: str) -> None:
+    """403 unless the caller is an admin (nothing without auth): for a body that asks for
+    more than its route's rule allows, as a ``create_pool`` naming a python() iterator."""
+    user = user_of(request)
+    if user is not None:
+        check(user, "admin", what=what)
 
 
 def author_of(request: Request, given: str | None) -> str | None:

@@ -64,7 +64,7 @@ def load(
     """Load input files into ``pool@branch`` on Spark as one commit (see the module doc)."""
     rp, named = open_pool(pool, lake)
     branch = branch or named or "main"
-    rp.versioned.head(branch)
+    rp.versioned.writable_head(branch)  # missing or protected: refused before any work
     if not sources:
         raise InvalidInputError("no input files")
     if "-" in sources:

@@ -28,6 +28,7 @@ process: a safe query runs in a classic session, never through Spark Connect.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable
@@ -92,9 +93,10 @@ def table(
     name: str,
     spark: SparkSession | None = None,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> DataFrame:
     """The DataFrame a SQL table name stands for (see the module docstring);
-    ``readable`` filters the lake's ``":pools"``."""
+    ``readable`` filters the lake's ``":pools"``; a branch is read as of ``as_of``."""
 
     spark = session(spark=spark)
     ref, sep, meta = name.rpartition(":")
@@ -104,7 +106,8 @@ def table(
             rows = readable_pools(name, rows, readable)
         return spark.createDataFrame(rows)
     pool_name, at = parse_pool_ref(name)
-    return read(lake.pool(pool_name), at, spark=spark)
+    pool = lake.pool(pool_name)
+    return read(pool, at, spark=spark, as_of=pool.branch_time(at, as_of))
 
 
 def _view(name: str) -> str:
@@ -118,14 +121,15 @@ def sql(
     *,
     safe: bool = False,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> DataFrame:
     """A Spark DataFrame of ``statement`` over the lake's pools.
 
     ``safe`` (for SQL that may come from someone else) allows exactly one query
     that reads pools and meta tables only (see the module docstring);
-    ``readable(pool)`` which pools it may name, as for the local engine.
+    ``readable(pool)`` which pools it may name, and ``as_of``, as for the local engine.
     """
-    return _frame(lake, statement, spark, safe, readable)[0]
+    return _frame(lake, statement, spark, safe, readable, as_of)[0]
 
 
 def _frame(
@@ -134,13 +138,14 @@ def _frame(
     spark: SparkSession | None,
     safe: bool,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> tuple[DataFrame, SparkSession]:
     """The DataFrame of ``statement`` and the session it was made from."""
     # safe mode's checks need Spark's parser, in a JVM of this process: never Connect
     base = session(spark=spark, remote=False if safe else None)
     s = query_session(base)
     try:
-        return _sql(lake, statement, s, safe, readable), base
+        return _sql(lake, statement, s, safe, readable, as_of), base
     except BaseException:
         release(s, base)
         raise
@@ -152,6 +157,7 @@ def _sql(
     s: SparkSession,
     safe: bool,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> DataFrame:
     for k, v in QUERY_CONF.items():
         s.conf.set(k, v)
@@ -163,7 +169,7 @@ def _sql(
     def register(name: str) -> None:
         if readable is not None:
             check_readable(name, readable)
-        table(lake, name, s, readable).createOrReplaceTempView(_view(name))
+        table(lake, name, s, readable, as_of).createOrReplaceTempView(_view(name))
         registered.add(name.lower())
 
     for name in _duckdb_names(statement):
@@ -190,14 +196,15 @@ def query(
     safe: bool = False,
     limits: QueryLimits | None = None,
     readable: Callable[[str], bool] | None = None,
+    as_of: dt.datetime | None = None,
 ) -> pa.Table:
     """Run ``statement`` on Spark; the answer as an Arrow table (like the local engine).
 
-    ``safe`` and ``readable`` as for :func:`sql`. Of ``limits`` only ``max_rows``
+    ``safe``, ``readable`` and ``as_of`` as for :func:`sql`. Of ``limits`` only ``max_rows``
     and ``max_bytes`` apply (no more than ``max_rows + 1`` rows are collected);
     Spark queries have no time limit.
     """
-    df, base = _frame(lake, statement, spark, safe, readable)
+    df, base = _frame(lake, statement, spark, safe, readable, as_of)
     try:
         with translate_errors("SQL", sql=True):
             if limits is not None and limits.max_rows is not None:

@@ -90,7 +90,8 @@ class LimnoDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> _Writer:
         pool, branch = self._open()
-        pool.versioned.head(branch)  # a missing branch (or a tag) fails before any work
+        # a missing branch (or a tag) or a protected one fails before any work
+        pool.versioned.writable_head(branch)
         # held on the driver until commit or abort: vacuum leaves the tasks' objects be
         since = pool.versioned.gc.ticket()
         lease = pool.versioned.gc.leases.acquire("spark data source write")

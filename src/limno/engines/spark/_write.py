@@ -479,7 +479,7 @@ def write(
     """
     rp, named = open_pool(pool, lake)
     branch = branch or named or "main"
-    rp.versioned.head(branch)  # a missing branch fails before any work
+    rp.versioned.writable_head(branch)  # a missing or protected branch fails before any work
     with rp.versioned.writing("spark write") as since:
         objs = write_objects(
             df,

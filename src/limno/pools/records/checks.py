@@ -12,7 +12,9 @@
   when no retention window ever trimmed it);
 - with ``deep``, every object is read whole with its page checksums verified, and
   its rows are sorted by the pool key, within the recorded min/max key, with the
-  recorded row and keyless counts.
+  recorded row and keyless counts;
+- every object a branch head or tag holds has the sidecar of each search index of
+  that snapshot (:mod:`limno.pools.records.indexing`).
 
 Each fault says what to do about it.
 """
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from limno.core.committed import EMPTY, RangeRef
 from limno.core.gc import expired_path
+from limno.data.indexes import is_index_key
 from limno.data.objects import DataObject, data_path
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.faults import Fault
@@ -37,10 +40,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from limno.data import parquet
+    from limno.pools.records import indexing
     from limno.pools.records.pool import RecordPool
 else:
     pa = lazy_module("pyarrow")
     parquet = lazy_module("limno.data.parquet")
+    indexing = lazy_module("limno.pools.records.indexing")
 
 __all__ = ["check_object", "verify_pool"]
 
@@ -72,9 +77,11 @@ def verify_pool(pool: RecordPool, deep: bool = False) -> Iterator[Fault]:
             yield Fault(v.commits.path(cid), f"{label} points at a missing commit")
         else:
             todo.append(cid)
+    sidecars: set[tuple[str, str]] = set()
     for label, cid in heads.items():
         if v.commits.exists(cid):
             yield from check_partitions(pool, cid, label)
+            yield from indexing.check_sidecars(pool, cid, label, sidecars)
     checked_objects: set[str] = set()
     verified_ranges: set[RangeRef] = set()
     needed = _needed_keys(pool, list(heads.values()))
@@ -118,7 +125,7 @@ def verify_pool(pool: RecordPool, deep: bool = False) -> Iterator[Fault]:
         if not commit.parents:
             objects = list(v.snapshots.entries(commit.snapshot))
         for oid, value in objects:
-            if oid in checked_objects or is_partition_key(oid):
+            if oid in checked_objects or is_partition_key(oid) or is_index_key(oid):
                 continue
             checked_objects.add(oid)
             yield from check_object(

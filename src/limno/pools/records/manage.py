@@ -1,6 +1,8 @@
 """Background maintenance and its reports: ``limno manage`` and ``limno status``.
 
-One maintenance pass over a pool's branch splits every leaf partition past the
+One maintenance pass over a pool's branch first runs the ingest batcher's due jobs
+for the branch (:mod:`limno.pools.ingest_runner`, which tracks them in the ingest
+queue), then splits every leaf partition past the
 split threshold (repeatedly, until none is), runs the compaction jobs the
 pool's strategy picks (one commit per job, so jobs fail or land independently),
 and vacuums what is past the grace period. Every job is recorded in the job
@@ -35,9 +37,15 @@ def maintain(
     grace: dt.timedelta = DEFAULT_GRACE,
     log: Callable[[str], None] = lambda _: None,
 ) -> list[JobRecord]:
-    """One maintenance pass: splits, compaction jobs, vacuum; returns the job records."""
+    """One maintenance pass: ingest jobs, splits, compaction jobs, vacuum; returns the
+    job records (of the tracker: ingest jobs are the ingest queue's, and logged)."""
+    from limno.pools import ingest_runner
     from limno.pools.records import compaction, splitting
 
+    try:
+        ingest_runner.run(pool, branch, log=log)
+    except LimnoError as e:  # the queue unreadable, say: the rest of the pass still runs
+        log(f"ingest: {e}")
     tracker = JobTracker(pool.storage, pool.id)
     done: list[JobRecord] = []
     for _ in range(MAX_SPLIT_ROUNDS):

@@ -25,6 +25,7 @@ from limno.ksuid import ksuid
 from limno.lazy import lazy_module
 from limno.pools import inspect
 from limno.pools.branching import Branching
+from limno.pools.records.indexing import Indexing
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, vacuum
 from limno.storage import Storage
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from limno.data.iterators import IteratorSpec
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
-    from limno.pools.records import compaction, key_bounds, snapshot_cache, splitting
+    from limno.pools.records import compaction, key_bounds, key_ranges, snapshot_cache, splitting
     from limno.pools.records.compaction import Runner
     from limno.pools.records.partitions import PartitionTree
 else:
@@ -56,6 +57,7 @@ else:
     data_objects = lazy_module("limno.data.objects")
     compaction = lazy_module("limno.pools.records.compaction")
     key_bounds = lazy_module("limno.pools.records.key_bounds")
+    key_ranges = lazy_module("limno.pools.records.key_ranges")
     snapshot_cache = lazy_module("limno.pools.records.snapshot_cache")
     splitting = lazy_module("limno.pools.records.splitting")
 
@@ -67,7 +69,7 @@ SORT_MEMORY = 512 * 1024 * 1024
 Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 
 
-class RecordPool(Branching):
+class RecordPool(Branching, Indexing):
     """A record pool of a lake (git operations come from :class:`Branching`)."""
 
     def __init__(self, storage: Storage, config: PoolConfig, registry: PoolRegistry) -> None:
@@ -79,6 +81,7 @@ class RecordPool(Branching):
         self.key = PoolKey.parse(config.key)
         self.versioned = Versioned(storage, config.id, config.name)
         self.versioned.hooks.specs = self.hook_specs()
+        self.versioned.prepare = self.prepare_commit  # search indexes' sidecars
         self.sort_memory = SORT_MEMORY
 
     @functools.cached_property
@@ -145,11 +148,18 @@ class RecordPool(Branching):
         yield from iterators.apply(tables, self.key, self.iterators, reverse=reverse)
 
     def log(
-        self, ref: str | None = None, limit: int | None = None, first_parent: bool = False
+        self,
+        ref: str | None = None,
+        limit: int | None = None,
+        first_parent: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
     ) -> list[Commit]:
-        """Commits reachable from ``ref``, newest first."""
+        """Commits reachable from ``ref`` (a branch: where it pointed at ``as_of``), newest
+        first."""
         out: list[Commit] = []
-        for commit in self.versioned.commits.log([self.resolve(ref)], first_parent=first_parent):
+        head = self.resolve(ref, as_of)
+        for commit in self.versioned.commits.log([head], first_parent=first_parent):
             if limit is not None and len(out) >= limit:
                 break
             out.append(commit)
@@ -169,14 +179,19 @@ class RecordPool(Branching):
         order: str = "asc",
         limit: int | None = None,
         as_of: dt.datetime | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> Iterator[pa.Table]:
-        """Stream a sorted scan: ``start`` inclusive, ``end`` exclusive, in the pool's order.
+        """Stream a sorted scan: ``start`` inclusive, ``end`` exclusive, in the pool's order;
+        or, instead of them, the union of ``ranges`` (``(from, to)`` pairs; see
+        :mod:`~limno.pools.records.key_ranges`) in one pass.
 
         Bounds may be strings (parsed into the key's types), scalars or tuples.
         """
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
-        yield from self.scan_objects(self.objects(ref, as_of), start, end, order, limit)
+        objs = self.objects(ref, as_of)
+        yield from self.scan_objects(objs, start, end, order, limit, ranges=ranges)
 
     def scan_objects(
         self,
@@ -185,11 +200,17 @@ class RecordPool(Branching):
         end: Any = None,
         order: str = "asc",
         limit: int | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> Iterator[pa.Table]:
         """Stream a sorted scan of ``objs`` (some of a snapshot's :meth:`objects`: those an
-        engine cannot read itself), iterators applied; bounds, ``order`` and ``limit`` as in
-        :meth:`iter_scan`. Every chunk has the columns of the objects' unified schema, in its
-        order, so a stream's chunks (and two scans of one snapshot) line up."""
+        engine cannot read itself), iterators applied; bounds, ``order``, ``limit`` and
+        ``ranges`` as in :meth:`iter_scan`. Every chunk has the columns of the objects'
+        unified schema, in its order, so a stream's chunks (and two scans of one snapshot)
+        line up."""
+        if ranges is not None:
+            yield from key_ranges.scan(self, objs, ranges, start, end, order, limit)
+            return
         types = self.key_types(objs)
         lo = key_bounds.key_bound(self.key, start, types)
         hi = key_bounds.key_bound(self.key, end, types)
@@ -243,6 +264,8 @@ class RecordPool(Branching):
         order: str = "asc",
         limit: int | None = None,
         as_of: dt.datetime | None = None,
+        *,
+        ranges: Iterable[tuple[Any, Any]] | None = None,
     ) -> pa.Table:
         """The whole of a scan as one table (see :meth:`iter_scan`).
 
@@ -252,11 +275,14 @@ class RecordPool(Branching):
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
         objs = self.objects(ref, as_of)
-        return _concat(list(self.scan_objects(objs, start, end, order, limit)))
+        return _concat(list(self.scan_objects(objs, start, end, order, limit, ranges=ranges)))
 
-    def get(self, keys: Sequence[Any], ref: str | None = None) -> pa.Table:
-        """Point lookup: every record whose key equals one of ``keys``."""
-        objs = self.objects(ref)
+    def get(
+        self, keys: Sequence[Any], ref: str | None = None, *, as_of: dt.datetime | None = None
+    ) -> pa.Table:
+        """Point lookup: every record whose key equals one of ``keys`` (in ``ref``, a
+        branch as it was at ``as_of``)."""
+        objs = self.objects(ref, as_of)
         types = self.key_types(objs)
         parsed = []
         for k in keys:
@@ -345,7 +371,7 @@ class RecordPool(Branching):
         meta: Mapping[str, Any] | None = None,
     ) -> Commit:
         """Write and commit in one step: one commit per call."""
-        self.versioned.head(branch)
+        self.versioned.writable_head(branch)  # a protected branch: refused before any write
         with self.versioned.writing("load") as since:
             objs = self.write(sources, fmt, branch)
             return self.commit_objects(objs, branch, message, author, meta, since)
@@ -397,7 +423,7 @@ class RecordPool(Branching):
         self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
-        self.versioned.head(branch)
+        self.versioned.writable_head(branch)
         with self.versioned.writing("add") as since:
             objs = self.write(sources, fmt, branch)
             for o in objs:
@@ -442,7 +468,7 @@ class RecordPool(Branching):
         self, ids: Sequence[str], branch: str = "main", message: str = "", author: str | None = None
     ) -> Commit:
         """Remove whole objects from the branch (bytes stay until vacuum)."""
-        head = self.versioned.head(branch)
+        head = self.versioned.writable_head(branch)
         entries = self.versioned.entries_at(head)
         missing = [i for i in ids if i not in entries]
         if missing:
@@ -458,7 +484,7 @@ class RecordPool(Branching):
         """Delete the rows matching a SQL predicate, rewriting only the objects that hold some."""
 
         with self.versioned.writing("delete") as since:
-            head = self.versioned.head(branch)
+            head = self.versioned.writable_head(branch)
             actions: list[Action] = []
             deleted = 0
             pieces: dict[str, list[DataObject]] = {}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from limno.core.commits import Action
 from limno.core.committed import _LRU
 from limno.core.versioning import Versioned
+from limno.data.indexes import is_index_key
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject
 from limno.pools.records.compaction import order_key
@@ -72,7 +73,11 @@ def decoded(versioned: Versioned, key: PoolKey, snapshot: str) -> DecodedSnapsho
     if found is None:
         entries = versioned.snapshots.read(snapshot)
         tree = PartitionTree.from_entries(entries.items(), key)
-        objs = [DataObject.from_json(v) for k, v in entries.items() if not is_partition_key(k)]
+        objs = [
+            DataObject.from_json(v)
+            for k, v in entries.items()
+            if not is_partition_key(k) and not is_index_key(k)
+        ]
         found = DecodedSnapshot(tuple(sorted(objs, key=order_key)), tree)
         _snapshots.put(cache_key, found)
     return found
@@ -94,7 +99,7 @@ def remember_added(
     held = {o.id for o in base.objects}
     added = []
     for a in actions:
-        if a.op != "add" or is_partition_key(a.key) or a.key in held:
+        if a.op != "add" or is_partition_key(a.key) or is_index_key(a.key) or a.key in held:
             return
         obj = DataObject.from_json(json.loads(json.dumps(dict(a.value))))
         if obj.id != a.key:

@@ -12,7 +12,9 @@ engine cannot read as limno would (the caller's ``readable``), and every object 
 a store the engine cannot reach (a memory store).
 
 Objects that cannot hold a row the statement wants (:func:`limno.data.sql_ranges.may_hold`)
-are left out before either path.
+are left out before either path, and so are those whose search index rules out the
+statement's equality conditions on an indexed field
+(:func:`limno.pools.records.indexing.prune`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pyarrow as pa
 from limno.data.objects import DataObject, data_path
 from limno.data.schema import conform, unify
 from limno.data.sql_ranges import Condition, may_hold
+from limno.pools.records.indexing import prune
 
 if TYPE_CHECKING:
     from limno.pools.records.pool import RecordPool
@@ -57,11 +60,18 @@ def snapshot_source(
     as_of: dt.datetime | None = None,
     conditions: Sequence[Condition] = (),
     readable: Callable[[pa.Schema], bool] = lambda schema: True,
+    field_conditions: Callable[[str], Sequence[Condition]] | None = None,
 ) -> SnapshotSource:
-    """The snapshot of ``ref`` split into files an engine may scan and rows limno merges."""
-    everything = pool.objects(ref, as_of)
+    """The snapshot of ``ref`` split into files an engine may scan and rows limno merges.
+
+    ``field_conditions(column)``: the statement's conditions on a column, for the
+    search indexes to leave out objects (None: no index is asked)."""
+    commit = pool.resolve(ref, as_of)
+    everything = pool.objects(commit)
     schema = unify(o.schema for o in everything if o.schema_b64)
     objs = [o for o in everything if may_hold(o, pool.key, conditions)]
+    if field_conditions is not None:
+        objs = prune(pool, objs, commit, field_conditions)
     remote = pool.storage.arrow_filesystem()
     direct: list[tuple[str, DataObject]] = []
     rest: list[DataObject] = []

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from limno.api import wire
+from limno.api import wire, wire_ranges
 from limno.api.base import Engine
 from limno.server.authorization import author_of
 from limno.server.deps import ok, pool_of, stream_tables
@@ -70,6 +70,8 @@ class Get(Body):
     #: key values in their JSON form (limno.api.wire.value_to_json)
     keys: list[Any]
     ref: str | None = None
+    #: ISO 8601: the branch ``ref`` as it was then
+    as_of: str | None = None
 
 
 @router.post("/load", operation_id="load", summary="Load and commit", openapi_extra=_UPLOAD)
@@ -175,12 +177,16 @@ def scan(
     order: str = "asc",
     limit: int | None = None,
     as_of: str | None = None,
+    ranges: str | None = None,
 ) -> StreamingResponse:
     """Records from ``start`` (inclusive) to ``end`` (exclusive): each a JSON value of
-    limno's wire form (a plain JSON string is text parsed into the key's type)."""
+    limno's wire form (a plain JSON string is text parsed into the key's type); or
+    instead those of ``ranges``, a JSON list of ``[from, to]`` pairs of such values."""
     lo = wire.value_from_json(query_json(start, "start"))
     hi = wire.value_from_json(query_json(end, "end"))
-    tables = pool_of(request, pool).iter_scan(ref, lo, hi, order, limit, wire.time_from_json(as_of))
+    when = wire.time_from_json(as_of)
+    several = wire_ranges.ranges_from_json(ranges)
+    tables = pool_of(request, pool).iter_scan(ref, lo, hi, order, limit, when, ranges=several)
     return stream_tables(request, tables)
 
 
@@ -190,7 +196,7 @@ def get(request: Request, pool: str, body: Get) -> Response:
     is mostly fixed costs)."""
     media = choose(request.headers.get("accept"))
     keys = [wire.value_from_json(k) for k in body.keys]
-    table = pool_of(request, pool).get(keys, body.ref)
+    table = pool_of(request, pool).get(keys, body.ref, as_of=wire.time_from_json(body.as_of))
     return Response(whole(table, media), media_type=media)
 
 

@@ -1,4 +1,4 @@
-"""Pools of the lake: list, create, show, drop, rename."""
+"""Pools of the lake: list, create, show, drop, rename, set iterators."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 
 from limno.api import wire
-from limno.server.authorization import author_of, visible
-from limno.server.deps import lake_of
+from limno.server.authorization import author_of, require_admin, visible
+from limno.server.deps import lake_of, pool_of
 from limno.server.guard import Body
 
 router = APIRouter(prefix="/v1/pools", tags=["pools"])
@@ -33,6 +33,17 @@ class Rename(Body):
     name: str
 
 
+class SetIterators(Body):
+    iterators: list[str] = []
+    #: a Python iterator file stored in the pool's configuration, and its name
+    file_text: str | None = None
+    file_name: str | None = None
+
+
+#: what the 403 of a non-admin naming a python() iterator says
+_RUNS_CODE = "the lake: a python() iterator runs its code in the server"
+
+
 @router.get("", operation_id="list_pools", summary="Pools of the lake")
 def list_pools(request: Request) -> list[dict[str, Any]]:
     configs = lake_of(request).list_pools()
@@ -42,6 +53,10 @@ def list_pools(request: Request) -> list[dict[str, Any]]:
 
 @router.post("", operation_id="create_pool", status_code=201, summary="Create a pool")
 def create_pool(request: Request, body: CreatePool) -> dict[str, Any]:
+    from limno.data.iterators import parse_iterators
+
+    if body.iterators and parse_iterators(body.iterators).user is not None:
+        require_admin(request, _RUNS_CODE)
     retention = wire.retention_from_json(body.retention)
     created = lake_of(request).create_pool(
         body.name,
@@ -71,3 +86,9 @@ def drop_pool(request: Request, pool: str) -> dict[str, Any]:
 @router.post("/{pool}/rename", operation_id="rename_pool", summary="Rename a pool")
 def rename_pool(request: Request, pool: str, body: Rename) -> dict[str, Any]:
     return wire.config_to_json(lake_of(request).rename_pool(pool, body.name))
+
+
+@router.post("/{pool}/iterators", operation_id="set_iterators", summary="Set a pool's iterators")
+def set_iterators(request: Request, pool: str, body: SetIterators) -> dict[str, Any]:
+    config = pool_of(request, pool).set_iterators(body.iterators, body.file_text, body.file_name)
+    return wire.config_to_json(config)

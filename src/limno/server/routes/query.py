@@ -34,6 +34,8 @@ class Query(Body):
     spark_conf: dict[str, str] | None = None
     #: the client's limits: ``timeout`` (seconds), ``max_rows``, ``max_bytes``
     limits: dict[str, float | int | None] | None = None
+    #: ISO 8601: every branch the SQL reads, as it was then
+    as_of: str | None = None
 
 
 #: a server's caps on every query, unless ``limno serve`` sets others
@@ -69,6 +71,7 @@ def query(
         spark_conf=body.spark_conf,
         limits=limits,
         readable=readable_of(request),
+        as_of=wire.time_from_json(body.as_of),
     )
     return stream_tables(request, [table] if table.num_rows else [], table.schema)
 

@@ -40,6 +40,10 @@ class Reset(Body):
     ref: str
 
 
+class Protect(Body):
+    branch: str
+
+
 class Revert(Body):
     commit: str
     branch: str = "main"
@@ -60,6 +64,21 @@ def create_branch(request: Request, pool: str, body: NewRef) -> dict[str, str]:
 @router.delete("/branches/{name:path}", operation_id="delete_branch", summary="Delete a branch")
 def delete_branch(request: Request, pool: str, name: str) -> dict[str, str]:
     return {"commit": pool_of(request, pool).delete_branch(name)}
+
+
+@router.get("/protected", operation_id="protected_branches", summary="Protected branches")
+def protected_branches(request: Request, pool: str) -> list[str]:
+    return pool_of(request, pool).protected()
+
+
+@router.post("/protect", operation_id="protect_branch", summary="Only merges may move a branch")
+def protect_branch(request: Request, pool: str, body: Protect) -> dict[str, bool]:
+    return {"changed": pool_of(request, pool).protect(body.branch)}
+
+
+@router.post("/unprotect", operation_id="unprotect_branch", summary="Lift a branch's protection")
+def unprotect_branch(request: Request, pool: str, body: Protect) -> dict[str, bool]:
+    return {"changed": pool_of(request, pool).unprotect(body.branch)}
 
 
 @router.get("/tags", operation_id="tags", summary="Tag name -> commit")
@@ -91,8 +110,10 @@ def log(
     ref: str | None = None,
     limit: int | None = None,
     first_parent: bool = False,
+    as_of: str | None = None,
 ) -> list[dict[str, Any]]:
-    commits = pool_of(request, pool).log(ref, limit, first_parent)
+    when = wire.time_from_json(as_of)
+    commits = pool_of(request, pool).log(ref, limit, first_parent, as_of=when)
     return [wire.commit_to_json(c) for c in commits]
 
 
@@ -112,9 +133,15 @@ def merge(request: Request, pool: str, body: Merge) -> dict[str, Any]:
 
 @router.get("/diff", operation_id="diff", summary="Entries that differ between two refs")
 def diff(
-    request: Request, pool: str, old: str, new: str | None = None, three_dot: bool = False
+    request: Request,
+    pool: str,
+    old: str,
+    new: str | None = None,
+    three_dot: bool = False,
+    as_of: str | None = None,
 ) -> list[dict[str, Any]]:
-    entries = pool_of(request, pool).diff(old, new, three_dot)
+    when = wire.time_from_json(as_of)
+    entries = pool_of(request, pool).diff(old, new, three_dot, as_of=when)
     return [wire.diff_to_json(e) for e in entries]
 
 
