@@ -474,21 +474,11 @@ class Versioned:
             try:
                 if base == head and fast_forward:
                     result = MergeResult("fast-forward", src, base)
-                    self._land(into, head, src, since, direct)
                 else:
                     result = self._merge_commit(
-                        source,
-                        src,
-                        into,
-                        head,
-                        base,
-                        strategy,
-                        message,
-                        author,
-                        meta,
-                        since,
-                        direct,
+                        source, src, into, head, base, strategy, message, author, meta
                     )
+                self._land(into, head, result.commit, since, direct)
             except PreconditionFailedError:
                 backoff(attempt)
                 continue
@@ -510,9 +500,8 @@ class Versioned:
         message: str,
         author: str,
         meta: Mapping[str, Any] | None,
-        since: int | None,
-        direct: bool = False,
     ) -> MergeResult:
+        """The merge commit of ``src`` into ``head``, written: the caller lands it."""
         base_snap = EMPTY if base is None else self.commits.get(base).snapshot
         dest = self.commits.get(head)
         s_side = self._side(base_snap, self.commits.get(src))
@@ -552,7 +541,6 @@ class Versioned:
             actions=tuple(actions),
         )
         self.commits.put(commit)
-        self._land(into, head, commit.id, since, direct)
         return MergeResult("merge", commit.id, base, plan.resolved)
 
     def _land(

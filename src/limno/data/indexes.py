@@ -9,16 +9,18 @@ The design, and why:
 
 * **One sidecar Parquet file per (object, index)**, at
   ``<pool-id>/data/<object-id>.<index-id>.idx``: the field's distinct non-null values
-  of the object, sorted, each with the list of the object's row groups holding it
-  (columns ``value`` and ``groups``). Objects are immutable, so an index on existing
-  data cannot live inside them; a sidecar is written beside each object, by whoever
-  commits the object (see :mod:`limno.pools.records.indexing`), and read with the
-  object's own Parquet machinery (ranged reads on S3).
+  of the object, sorted, each with the object's row groups holding it: one row per
+  (value, row group), columns ``value`` and ``group`` (flat columns decode faster than
+  a list per value, and a value is mostly in one row group). Objects are immutable, so
+  an index on existing data cannot live inside them; a sidecar is written beside each
+  object, by whoever commits the object (see :mod:`limno.pools.records.indexing`), and
+  read with the object's own Parquet machinery (ranged reads on S3).
 * **Both cardinalities.** A low-cardinality field (``status``) gives a sidecar of a
   few rows: one read answers. A high-cardinality field (an id) gives a sidecar of about
   as many rows as the object, written in row groups of :data:`SIDECAR_GROUP_ROWS`
   sorted values; the sidecar's own min/max statistics then say which of its row groups
-  can hold a value, so a probe reads the footer and one small row group.
+  can hold a value, so a probe reads the footer (once per process for a local lake)
+  and one small row group.
 * **Exact, not probabilistic.** Parquet Bloom filters were the alternative: pyarrow 26
   writes them (``bloom_filter_options``) but offers no API to read them, they live
   inside the data file (so existing objects would have to be rewritten to get one),
@@ -84,7 +86,7 @@ INDEX_PREFIX = "~index/"
 INDEX_END = "~index0"
 #: sorted values per row group of a sidecar: what one probe of a high-cardinality
 #: index reads (plus the footer)
-SIDECAR_GROUP_ROWS = 8192
+SIDECAR_GROUP_ROWS = 2048
 #: the sidecar footer's key-value metadata entry describing it
 _META = b"limno.index"
 _FORBIDDEN = set(",:/\\")
@@ -171,16 +173,9 @@ def build_sidecar(storage: Storage, pool_id: str, obj: DataObject, spec: IndexSp
             groups = pa.array([group] * len(distinct), pa.int32())
             pieces.append(pa.table({"value": distinct, "group": groups}))
     if pieces and not pa.types.is_null(value_type):
-        rows = pa.concat_tables(pieces).group_by("value", use_threads=False)
-        table = rows.aggregate([("group", "list")]).sort_by("value")
-        table = table.rename_columns(["value", "groups"])
+        table = pa.concat_tables(pieces).sort_by([("value", "ascending"), ("group", "ascending")])
     else:
-        table = pa.table(
-            {
-                "value": pa.array([], pa.null()),
-                "groups": pa.array([], pa.list_(pa.int32())),
-            }
-        )
+        table = pa.table({"value": pa.array([], pa.null()), "group": pa.array([], pa.int32())})
     info = {
         "version": 1,
         "object": obj.id,
@@ -247,8 +242,7 @@ def probe(
     except (NotFoundError, CorruptError, ValueError, KeyError):
         return None
     hits = table.filter(pc.is_in(table.column("value"), value_set=pa.array(wanted, typ)))
-    groups = pc.list_flatten(hits.column("groups")).to_pylist()
-    return sorted({int(g) for g in groups})
+    return sorted({int(g) for g in hits.column("group").to_pylist()})
 
 
 def _may_hold(stats: Any, wanted: Sequence[Any]) -> bool:

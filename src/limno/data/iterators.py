@@ -443,7 +443,8 @@ class Combiner:
     row); :meth:`finish` returns what is held. ``now`` (default: the time of
     construction) fixes age-off's cutoff for the whole stream; ``reverse`` says the
     stream runs newest first among equal keys (a descending scan), which gives
-    exactly the reverse of the forward output.
+    exactly the reverse of the forward output. Built-in iterators only: a user
+    iterator (``spec.user``) runs in :func:`apply`, on a Combiner's output.
     """
 
     def __init__(

@@ -23,6 +23,7 @@ Exactly once, whatever races or crashes:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -144,15 +145,27 @@ def _run_job(pool: RecordPool, queue: IngestQueue, job: IngestJob) -> IngestJob:
                 time.monotonic() - began,
             )
         commit = pool.versioned.commits.get(found) if found else _load(pool, job, files, history)
-    except (StorageError, ConflictError) as e:
-        return queue.fail(job, f"{type(e).__name__}: {e}", time.monotonic() - began, retry=True)
     except LimnoError as e:
-        return queue.fail(job, f"{type(e).__name__}: {e}", time.monotonic() - began)
+        landed = _landed(pool, history, job)
+        if landed is None:  # a failure before the commit (or the commit refused): record it
+            retry = isinstance(e, StorageError | ConflictError)
+            return queue.fail(job, f"{type(e).__name__}: {e}", time.monotonic() - began, retry)
+        commit = landed  # a failure after the commit landed: the job is done
     rows = sum(int(a.value.get("rows", 0)) for a in commit.actions if a.op == "add")
     done = queue.finish(job, commit.id, rows, time.monotonic() - began)
     for f in files:
         forget_copy(pool.storage, f)
     return done
+
+
+def _landed(pool: RecordPool, history: _History, job: IngestJob) -> Commit | None:
+    """The job's commit, if it landed (None also when the branch cannot be read now:
+    the job is then recorded as failed or retried, and a later run looks again)."""
+    try:
+        found = history.find(pool.versioned.head(job.branch))
+        return None if found is None else pool.versioned.commits.get(found)
+    except LimnoError:
+        return None
 
 
 def _files(queue: IngestQueue, job: IngestJob) -> list[QueuedFile]:
@@ -192,6 +205,9 @@ def _load(pool: RecordPool, job: IngestJob, files: list[QueuedFile], history: _H
     except _Landed as e:
         writer.delete_objects(pool.storage, pool.id, objs)  # another runner's commit won
         return versioned.commits.get(e.commit)
-    parent = versioned.commits.get(commit.parents[0])
-    snapshot_cache.remember_added(versioned, pool.key, parent.snapshot, commit.snapshot, actions)
+    with contextlib.suppress(LimnoError):  # a cache for later reads: the commit stands
+        parent = versioned.commits.get(commit.parents[0])
+        snapshot_cache.remember_added(
+            versioned, pool.key, parent.snapshot, commit.snapshot, actions
+        )
     return commit
