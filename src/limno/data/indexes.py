@@ -205,6 +205,49 @@ def _column(table: pa.Table, field: str) -> pa.Array:
 # -- reading ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Sidecar:
+    """What a probe needs of a sidecar before reading any of its rows (kept per process:
+    a sidecar is never rewritten with other content, so this never goes stale)."""
+
+    size: int
+    metadata: Any  # pq.FileMetaData
+    type: Any  # pa.DataType of ``value``
+    unindexed: bool
+    #: (min, max) of ``value`` per row group (None: no statistics)
+    ranges: tuple[tuple[Any, Any] | None, ...]
+
+
+#: sidecars described so far, by store and path (cleared when full)
+_sidecars: dict[str, _Sidecar] = {}
+_SIDECARS = 1 << 16
+
+
+def _sidecar(storage: Storage, path: str) -> _Sidecar:
+    key = f"{storage.uri}/{path}"
+    found = _sidecars.get(key)
+    if found is not None:
+        return found
+    size = storage.head(path).size
+    pf = parquet.open_parquet(storage, path, size=size, small_reads=True)
+    info = json.loads((pf.schema_arrow.metadata or {}).get(_META, b"{}"))
+    ranges = []
+    for g in range(pf.metadata.num_row_groups):
+        stats = pf.metadata.row_group(g).column(0).statistics
+        ranges.append((stats.min, stats.max) if stats is not None and stats.has_min_max else None)
+    found = _Sidecar(
+        size,
+        pf.metadata,
+        pf.schema_arrow.field("value").type,
+        not isinstance(info, dict) or bool(info.get("unindexed")),
+        tuple(ranges),
+    )
+    if len(_sidecars) >= _SIDECARS:
+        _sidecars.clear()
+    _sidecars[key] = found
+    return found
+
+
 def probe(
     storage: Storage,
     pool_id: str,
@@ -216,42 +259,39 @@ def probe(
     """The row groups of object ``object_id`` that hold one of ``values`` (``[]``: none),
     by index ``index_id``'s sidecar; None when the sidecar cannot tell (missing,
     unreadable, an unindexed type, or, with ``sql``, constants SQL may compare
-    otherwise than by value: :func:`sql_values`)."""
+    otherwise than by value: :func:`sql_values`).
+
+    A sidecar's footer is read once per process; then a probe reads one small row
+    group, or nothing when no row group's value range covers a value."""
+    path = sidecar_path(pool_id, object_id, index_id)
     try:
-        pf = parquet.open_parquet(
-            storage, sidecar_path(pool_id, object_id, index_id), small_reads=True
-        )
-        meta = pf.schema_arrow.metadata or {}
-        info = json.loads(meta.get(_META, b"{}"))
-        if not isinstance(info, dict) or info.get("unindexed"):
+        car = _sidecar(storage, path)
+        if car.unindexed:
             return None
-        typ = pf.schema_arrow.field("value").type
-        wanted = sql_values(values, typ) if sql else coerce(values, typ)
+        wanted = sql_values(values, car.type) if sql else coerce(values, car.type)
         if wanted is None:
             return None
-        if not wanted or pf.metadata.num_rows == 0:
+        candidates = [g for g, r in enumerate(car.ranges) if _may_hold(r, wanted)]
+        if not wanted or not candidates or car.metadata.num_rows == 0:
             return []
-        candidates = [
-            g
-            for g in range(pf.metadata.num_row_groups)
-            if _may_hold(pf.metadata.row_group(g).column(0).statistics, wanted)
-        ]
-        if not candidates:
-            return []
-        table = pf.read_row_groups(candidates)
+        pf = parquet.open_parquet(
+            storage, path, size=car.size, metadata=car.metadata, small_reads=True
+        )
+        table = pf.read_row_groups(candidates, use_threads=False)
     except (NotFoundError, CorruptError, ValueError, KeyError):
         return None
-    hits = table.filter(pc.is_in(table.column("value"), value_set=pa.array(wanted, typ)))
+    values_set = pa.array(wanted, car.type)
+    hits = table.filter(pc.is_in(table.column("value"), value_set=values_set))
     return sorted({int(g) for g in hits.column("group").to_pylist()})
 
 
-def _may_hold(stats: Any, wanted: Sequence[Any]) -> bool:
-    """Whether a sidecar row group whose value statistics are ``stats`` can hold one of
-    ``wanted`` (unknown or incomparable statistics: it can)."""
-    if stats is None or not stats.has_min_max:
+def _may_hold(bounds: tuple[Any, Any] | None, wanted: Sequence[Any]) -> bool:
+    """Whether a sidecar row group whose values lie in ``bounds`` can hold one of
+    ``wanted`` (unknown or incomparable bounds: it can)."""
+    if bounds is None:
         return True
     try:
-        lo, hi = stats.min, stats.max
+        lo, hi = bounds
         return any(lo <= w <= hi for w in wanted)
     except TypeError:
         return True
