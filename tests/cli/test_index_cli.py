@@ -119,3 +119,27 @@ def test_verify_names_a_missing_sidecar(tmp_path: Path, mode: str) -> None:
     lk.ok("index", "drop", "-p", "logs", "status")
     lk.ok("index", "create", "-p", "logs", "status")
     ok("--lake", lake, "verify")
+
+
+def test_the_python_api_answers_alike(lk: Lk) -> None:
+    """``Lake.open(location)``: in process on the path, the HTTP client on the server."""
+    from limno import Lake
+
+    lk.ok("create", "logs", "-k", "ts")
+    load_rows(lk, "logs", range(0, 9))
+    lake = Lake.open(lk.lake)
+    try:
+        pool = lake.pool("logs")
+        made = pool.create_index(["n", "status"], message="by api")
+        assert made.message == "by api" and len(made.actions) == 2
+        assert [s.field for s in pool.indexes()] == ["n", "status"]
+        assert pool.search("n", [1, 3]).column("ts").to_pylist() == [1, 3, 5, 7]
+        assert pool.search("status", "done").column("ts").to_pylist() == [2, 5, 8]
+        assert pool.search("n", [9]).num_rows == 0
+        pool.drop_index("n")
+        assert [s.field for s in pool.indexes()] == ["status"]
+        assert [s.field for s in pool.indexes(made.id)] == ["n", "status"]
+    finally:
+        close = getattr(lake, "close", None)
+        if close is not None:
+            close()

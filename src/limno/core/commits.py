@@ -5,6 +5,12 @@ before any branch points at it. Its actions say what changed (``add`` and
 ``delete`` of entries, with the entry's full value so a revert can undo them);
 its ``snapshot`` is the id of the resulting committed snapshot, so reading any
 commit's data never replays history.
+
+The core knows entries, not what they are. A record pool's entries are its data
+objects (keyed by object id), its partitions (``~partition/<id>``) and its search
+indexes (``~index/<field>``): the Zed lake's ``AddIndex`` is a ``create`` action of an
+index entry and ``DeleteIndex`` a ``delete`` of one, so indexes branch, merge and
+revert like data (see :mod:`limno.pools.records.indexing`).
 """
 
 from __future__ import annotations

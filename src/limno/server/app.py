@@ -119,6 +119,7 @@ _REQUEST_MODULES = (
     "limno.api.local_pool",
     "limno.engines.local",
     "limno.data.scan",
+    "limno.data.indexes",
     "limno.pools.records.pool",
 )
 

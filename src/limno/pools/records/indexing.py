@@ -42,6 +42,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -153,6 +154,7 @@ class Indexing:
 def specs_at(pool: RecordPool, commit_id: str) -> dict[str, IndexSpec]:
     """The indexes of commit ``commit_id``'s snapshot, by field."""
     return _specs(pool.versioned, pool.versioned.commits.get(commit_id).snapshot)
+
 
 def _specs(versioned: Versioned, snapshot: str) -> dict[str, IndexSpec]:
     """Read only the ranges that can hold index entries (usually the last one, which
@@ -285,13 +287,27 @@ def _ensure(pool: RecordPool, pairs: Sequence[tuple[DataObject, IndexSpec]]) -> 
 
 
 def _each(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
-    """``fn`` of each item, in order; in threads when there are several."""
+    """``fn`` of each item, in order; on the process's index threads when there are
+    several (started once: a lookup's probes are each a fraction of a millisecond on a
+    local lake, less than starting threads would cost)."""
     if len(items) < 2:
         return [fn(i) for i in items]
-    import concurrent.futures  # lookups by key never get here
+    return list(_threads().map(fn, items))
 
-    with concurrent.futures.ThreadPoolExecutor(min(WORKERS, len(items))) as ex:
-        return list(ex.map(fn, items))
+
+_executor: Any = None
+_executor_lock = threading.Lock()
+
+
+def _threads() -> Any:
+    """The process's pool of :data:`WORKERS` threads for index I/O."""
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            import concurrent.futures  # lookups by key never get here
+
+            _executor = concurrent.futures.ThreadPoolExecutor(WORKERS, "limno-index")
+        return _executor
 
 
 # -- lookups -------------------------------------------------------------------------------
