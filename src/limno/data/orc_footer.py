@@ -17,7 +17,7 @@ group), the file is refused: a file any writer produced never has them, and refu
 is the safe side. The types are a list in pre-order, a type's children named by index;
 they must form exactly that tree (no links backwards, shared or out of range), which
 also bounds every walk. All work is bounded by the file's size, and the decompressed
-footer by :data:`MAX_FOOTER` bytes.
+footer by :data:`MAX_FOOTER` bytes and :data:`MAX_RATIO` times its compressed size.
 """
 
 from __future__ import annotations
@@ -34,10 +34,22 @@ import zstandard
 from limno.data.input_checks import MAX_NESTING, nesting_error
 from limno.errors import InvalidInputError
 
-__all__ = ["MAX_FOOTER", "OrcTail", "OrcType", "check_orc_tail", "read_orc_tail"]
+__all__ = [
+    "MAX_FOOTER",
+    "MAX_RATIO",
+    "OrcTail",
+    "OrcType",
+    "check_orc_tail",
+    "orc_types",
+    "read_orc_tail",
+]
 
-#: bytes a decompressed footer may take, at most (real ones take a few KiB per column)
-MAX_FOOTER = 256 << 20
+#: bytes a decompressed footer may take, at most (real ones take well under 1 KiB a
+#: column); and, as a few bytes of zstd can stand for megabytes, at most 1 MiB plus
+#: :data:`MAX_RATIO` times its compressed size, which keeps the parse (in Python)
+#: proportional to the file
+MAX_FOOTER = 64 << 20
+MAX_RATIO = 250
 #: Arrow's largest 128-bit decimal precision (the ORC adapter builds decimal128 types)
 MAX_PRECISION = 38
 #: Arrow's union type codes are int8: at most 128 members
@@ -71,31 +83,39 @@ class OrcType:
 
 @dataclass(frozen=True)
 class OrcTail:
-    """What :func:`read_orc_tail` reads: the footer's codec and its types."""
+    """What :func:`read_orc_tail` reads: the footer's codec and its bytes, decompressed."""
 
     compression: str
     block_size: int
-    types: tuple[OrcType, ...]
+    footer: bytes
 
 
 def check_orc_tail(name: str, source: Any) -> OrcTail:
     """Refuse an ORC file whose footer pyarrow could not read without risk of aborting.
 
     ``source`` is the file's bytes or a seekable pyarrow file (anything with
-    ``size()`` and ``read_at(nbytes, offset)``). Raises only :class:`InvalidInputError`,
+    ``size()`` and ``read_at(nbytes, offset)``). Raises only :class:`InvalidInputError`:
     ``"NAME: not a valid ORC file (why)"``, or the nesting error of
-    :func:`~.input_checks.check_schema` for a tree deeper than it allows.
+    :func:`~.input_checks.check_schema` for a tree deeper than it allows. The types
+    are checked as they are parsed, one at a time: memory stays that of the footer.
     """
     tail = read_orc_tail(name, source)
+    tree = _Tree(name)
+    for i, t in enumerate(orc_types(name, tail)):
+        try:
+            tree.add(i, t)
+        except _Damaged as e:
+            raise InvalidInputError(f"{name}: not a valid ORC file ({e})") from None
     try:
-        _check_tree(name, tail.types)
+        tree.finish()
     except _Damaged as e:
         raise InvalidInputError(f"{name}: not a valid ORC file ({e})") from None
     return tail
 
 
 def read_orc_tail(name: str, source: Any) -> OrcTail:
-    """The codec and type list of the ORC file ``source`` (bytes or a pyarrow file)."""
+    """The codec and the decompressed footer of the ORC file ``source`` (bytes or a
+    pyarrow file)."""
     try:
         if isinstance(source, bytes | bytearray | memoryview):
             with pa.BufferReader(bytes(source)) as f:
@@ -107,6 +127,17 @@ def read_orc_tail(name: str, source: Any) -> OrcTail:
         raise InvalidInputError(f"{name}: cannot read ({e})") from None
 
 
+def orc_types(name: str, tail: OrcTail) -> Iterator[OrcType]:
+    """The footer's ``types`` (field 4, each a Type message), parsed one at a time."""
+    try:
+        for number, wire, value in _fields(memoryview(tail.footer)):
+            if number == 4 and wire == 2:
+                assert isinstance(value, memoryview)
+                yield _type(value)
+    except _Damaged as e:
+        raise InvalidInputError(f"{name}: not a valid ORC file ({e})") from None
+
+
 def _read_tail(f: Any) -> OrcTail:
     size = f.size()
     if size < 1:
@@ -114,17 +145,16 @@ def _read_tail(f: Any) -> OrcTail:
     ps_len = f.read_at(1, size - 1)[0]
     if ps_len + 1 > size:
         raise _Damaged(f"postscript of {ps_len} bytes in a file of {size}")
-    ps = _postscript(memoryview(f.read_at(ps_len, size - 1 - ps_len)))
-    footer_len, kind, block_size = ps
+    footer_len, kind, block_size = _postscript(memoryview(f.read_at(ps_len, size - 1 - ps_len)))
     before = size - 1 - ps_len
     if footer_len > before:
         raise _Damaged(f"footer of {footer_len} bytes in a file of {size}")
     if kind not in _CODECS or _CODECS[kind] == "LZO":
-        what = _CODECS.get(kind, f"unknown ({kind})")
-        raise _Damaged(f"footer compression {what} is not supported")
+        what = _CODECS.get(kind, f"unknown kind {kind}")
+        raise _Damaged(f"compression {what} is not supported")
     raw = f.read_at(footer_len, before - footer_len)
     footer = raw if kind == 0 else _decompress(raw, _CODECS[kind], block_size)
-    return OrcTail(_CODECS[kind], block_size, _types(memoryview(footer)))
+    return OrcTail(_CODECS[kind], block_size, footer)
 
 
 # -- the protobuf wire format ----------------------------------------------------------
@@ -186,7 +216,7 @@ def _enum(value: int) -> int:
 
 def _postscript(buf: memoryview) -> tuple[int, int, int]:
     """(footerLength, compression kind, compressionBlockSize) of the PostScript."""
-    footer_len, kind, block_size, seen = 0, 0, _DEFAULT_BLOCK, set()
+    footer_len, kind, block_size, seen = 0, 0, _DEFAULT_BLOCK, set[int]()
     for number, wire, value in _fields(buf):
         if wire != 0 or number not in (1, 2, 3):
             continue  # other fields, or a known one of another wire type (unknown to protobuf)
@@ -201,18 +231,8 @@ def _postscript(buf: memoryview) -> tuple[int, int, int]:
     return footer_len, kind, block_size
 
 
-def _types(buf: memoryview) -> tuple[OrcType, ...]:
-    """The Footer's ``types`` (field 4), each a Type message."""
-    out = []
-    for number, wire, value in _fields(buf):
-        if number == 4 and wire == 2:
-            assert isinstance(value, memoryview)
-            out.append(_type(value))
-    return tuple(out)
-
-
 def _type(buf: memoryview) -> OrcType:
-    kind, subtypes, names, seen = 0, [], [], set()
+    kind, subtypes, names, seen = 0, list[int](), list[bytes](), set[int]()
     scalars = {4: 0, 5: 0, 6: 0}  # maximumLength, precision, scale (uint32)
     for number, wire, value in _fields(buf):
         if number == 1 and wire == 0:
@@ -230,7 +250,8 @@ def _type(buf: memoryview) -> OrcType:
                 sub, pos = _varint(value, pos)
                 subtypes.append(sub & _U32)
         elif number == 3 and wire == 2:
-            names.append(bytes(value))  # type: ignore[arg-type]
+            assert isinstance(value, memoryview)
+            names.append(bytes(value))
         elif number in scalars and wire == 0:
             assert isinstance(value, int)
             _once(seen, number, "a type's parameter")
@@ -241,8 +262,8 @@ def _type(buf: memoryview) -> OrcType:
 # -- decompression ---------------------------------------------------------------------
 def _decompress(raw: bytes, codec: str, block_size: int) -> bytes:
     """The footer's bytes: chunks of at most ``block_size`` bytes each once
-    decompressed, :data:`MAX_FOOTER` in all."""
-    out, pos, total = [], 0, 0
+    decompressed, and at most :func:`_footer_limit` in all."""
+    out, pos, total, cap = [], 0, 0, _footer_limit(len(raw))
     view = memoryview(raw)
     while pos < len(raw):
         if pos + 3 > len(raw):
@@ -254,17 +275,20 @@ def _decompress(raw: bytes, codec: str, block_size: int) -> bytes:
             raise _Damaged(f"compression chunk of {length} bytes past the footer")
         chunk = bytes(view[pos : pos + length])
         pos += length
-        limit = min(block_size, MAX_FOOTER - total)
-        data = chunk if original else _inflate(chunk, codec, limit, block_size)
+        limit = min(block_size, cap - total)
+        data = chunk if original else _inflate(chunk, codec, limit)
+        if data is None and limit == block_size:
+            raise _Damaged(f"a footer chunk decompresses to more than {block_size} bytes")
+        if data is None or total + len(data) > cap:
+            raise _Damaged(f"footer of {len(raw)} bytes decompresses to more than {cap}")
         total += len(data)
-        if total > MAX_FOOTER:
-            raise _Damaged(f"footer larger than {MAX_FOOTER >> 20} MiB")
         out.append(data)
     return b"".join(out)
 
 
-def _inflate(chunk: bytes, codec: str, limit: int, block_size: int) -> bytes:
-    """One compressed chunk, refused when it holds more than ``limit`` bytes."""
+def _inflate(chunk: bytes, codec: str, limit: int) -> bytes | None:
+    """One compressed chunk, or None when it holds more than ``limit`` bytes."""
+    data: bytes | None
     try:
         if codec == "ZLIB":
             d = zlib.decompressobj(-15)
@@ -274,17 +298,17 @@ def _inflate(chunk: bytes, codec: str, limit: int, block_size: int) -> bytes:
         elif codec == "SNAPPY":
             size, _ = _varint(memoryview(chunk), 0)  # the uncompressed length comes first
             if size > limit:
-                data = b"\0" * (limit + 1)  # refused below, never decompressed
-            else:
-                data = pa.Codec("snappy").decompress(chunk, size, asbytes=True)
+                return None
+            data = pa.Codec("snappy").decompress(chunk, size, asbytes=True)
         else:
             data = _lz4_block(chunk, limit)
     except (zlib.error, zstandard.ZstdError, OSError, pa.ArrowException) as e:
         raise _Damaged(f"corrupt {codec} data in the footer ({e})") from None
-    if len(data) > limit:
-        what = f"{MAX_FOOTER >> 20} MiB" if limit < block_size else f"{block_size} bytes"
-        raise _Damaged(f"a footer chunk decompresses to more than {what}")
-    return data
+    return None if data is None or len(data) > limit else data
+
+
+def _footer_limit(compressed: int) -> int:
+    return min(MAX_FOOTER, (1 << 20) + MAX_RATIO * compressed)
 
 
 def _zstd(chunk: bytes, limit: int) -> bytes:
@@ -300,9 +324,10 @@ def _zstd(chunk: bytes, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_block(src: bytes, limit: int) -> bytes:
-    """An LZ4 block (the raw format, no frame), at most ``limit + 1`` bytes of it:
-    sequences of literals then a match (offset back into the output, length)."""
+def _lz4_block(src: bytes, limit: int) -> bytes | None:
+    """An LZ4 block (the raw format, no frame), or None past ``limit`` bytes: a
+    sequence of literals then a match (offset back into the output, length), the last
+    sequence literals only."""
     out, pos, n = bytearray(), 0, len(src)
     while True:
         if pos >= n:
@@ -314,7 +339,9 @@ def _lz4_block(src: bytes, limit: int) -> bytes:
             raise _Damaged("LZ4 literals past the end of the footer chunk")
         out += src[pos : pos + literals]
         pos += literals
-        if len(out) > limit or pos == n:  # the last sequence has literals only
+        if len(out) > limit:
+            return None
+        if pos == n:
             return bytes(out)
         if pos + 2 > n:
             raise _Damaged("truncated LZ4 match offset in the footer")
@@ -325,7 +352,7 @@ def _lz4_block(src: bytes, limit: int) -> bytes:
         match, pos = _lz4_length(src, pos, token & 15)
         match += 4
         if len(out) + match > limit:
-            return bytes(out) + b"\0" * (limit + 1 - len(out))  # too long: refused
+            return None
         start = len(out) - offset
         if match <= offset:
             out += out[start : start + match]
@@ -349,43 +376,60 @@ def _lz4_length(src: bytes, pos: int, length: int) -> tuple[int, int]:
 
 
 # -- the type tree ---------------------------------------------------------------------
-def _check_tree(name: str, types: tuple[OrcType, ...]) -> None:
-    """Refuse types that are not one tree in pre-order (each child the next id), or
-    that Arrow's ORC adapter cannot convert safely, or nest deeper than
+class _Tree:
+    """Checks types one by one, in file order: they must be one tree in pre-order
+    (each type the next child of the types before it), hold parameters Arrow's ORC
+    adapter converts safely, and nest no deeper than
     :data:`~.input_checks.MAX_NESTING` (as :func:`~.input_checks.check_schema`
-    counts: the root is the record; structs, lists and unions add a level, maps two)."""
-    if not types:
-        raise _Damaged("no types in the footer")
-    _check_type(0, types[0])
-    following = 1  # the id the next child must have
-    stack = [(0, 0, 0, "")]  # (type id, next child, its depth, top-level field name)
-    while stack:
-        tid, child, depth, top = stack[-1]
-        subtypes = types[tid].subtypes
-        if child == len(subtypes):
-            stack.pop()
-            continue
-        stack[-1] = (tid, child + 1, depth, top)
-        sub = subtypes[child]
-        if sub != following or sub >= len(types):
-            where = "a type that does not exist" if sub >= len(types) else f"type {sub}"
-            raise _Damaged(f"malformed type tree: type {tid} links to {where}")
-        following += 1
-        kid = types[sub]
-        _check_type(sub, kid)
+    counts: the root is the record; structs, lists and unions add a level, maps two).
+    Keeps only the path from the root to the latest type."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        # (type id, its subtypes, how many of them came, its children's depth, top field)
+        self._path: list[tuple[int, tuple[int, ...], int, int, str]] = []
+        self._count = 0
+        self._top_names: tuple[bytes, ...] = ()
+
+    def add(self, tid: int, t: OrcType) -> None:
+        _check_type(tid, t)
+        self._count += 1
         if tid == 0:
-            top = _field_name(types[0], child, sub)
-        depth += _LEVELS.get(types[tid].kind, 0)
-        if depth + _LEVELS.get(kid.kind, 0) > MAX_NESTING:
-            raise nesting_error(name, f"field {top!r}")
-        stack.append((sub, 0, depth, top))
-    if following != len(types):
-        raise _Damaged(f"malformed type tree: types {following}.. are not in it")
+            self._top_names = t.field_names
+            self._path.append((0, t.subtypes, 0, _LEVELS.get(t.kind, 0), ""))
+            return
+        self._close()
+        if not self._path:
+            raise _Damaged(f"malformed type tree: types {tid}.. are not in it")
+        parent, subtypes, came, depth, top = self._path[-1]
+        if subtypes[came] != tid:
+            raise _Damaged(f"malformed type tree: type {parent} links to type {subtypes[came]}")
+        self._path[-1] = (parent, subtypes, came + 1, depth, top)
+        if parent == 0:
+            top = _field_name(self._top_names, came, tid)
+        if depth + _LEVELS.get(t.kind, 0) > MAX_NESTING:
+            raise nesting_error(self._name, f"field {top!r}")
+        self._path.append((tid, t.subtypes, 0, depth + _LEVELS.get(t.kind, 0), top))
+
+    def finish(self) -> None:
+        if not self._count:
+            raise _Damaged("no types in the footer")
+        self._close()
+        if self._path:
+            parent, subtypes, came, _, _ = self._path[-1]
+            missing = subtypes[came]
+            gone = ", which does not exist" if missing >= self._count else ""
+            raise _Damaged(f"malformed type tree: type {parent} links to type {missing}{gone}")
+
+    def _close(self) -> None:
+        """Drop the types at the end of the path whose children have all come."""
+        while self._path and self._path[-1][2] == len(self._path[-1][1]):
+            self._path.pop()
 
 
-def _field_name(root: OrcType, child: int, tid: int) -> str:
+def _field_name(names: tuple[bytes, ...], child: int, tid: int) -> str:
     try:
-        return root.field_names[child].decode()
+        return names[child].decode()
     except (IndexError, UnicodeDecodeError):
         return f"column {tid}"
 
@@ -395,8 +439,7 @@ def _check_type(tid: int, t: OrcType) -> None:
     if t.kind == _DECIMAL:
         if t.precision > MAX_PRECISION:  # 0 means "unknown": Arrow takes decimal128(38, 6)
             raise _Damaged(
-                f"column {tid}: decimal precision {t.precision} "
-                f"is out of range 1..{MAX_PRECISION}"
+                f"column {tid}: decimal precision {t.precision} is out of range 1..{MAX_PRECISION}"
             )
         if t.scale > (t.precision or MAX_PRECISION):
             raise _Damaged(
@@ -411,4 +454,3 @@ def _check_type(tid: int, t: OrcType) -> None:
         )
     elif t.kind == _UNION and not 1 <= len(t.subtypes) <= MAX_UNION:
         raise _Damaged(f"column {tid}: a union of {len(t.subtypes)} types")
-

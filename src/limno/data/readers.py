@@ -65,6 +65,7 @@ from limno.data.input_checks import (
     reason,
     without_empty_structs,
 )
+from limno.data.orc_footer import check_orc_tail
 from limno.data.parquet_input import NATIVE_ERRORS as _NATIVE_ERRORS
 from limno.data.parquet_input import row_groups
 from limno.data.plain_types import plain_batch
@@ -493,6 +494,8 @@ def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.Recor
     data = None if src.local else src.stream.read()
     source = pa.OSFile(src.local) if src.local else pa.BufferReader(data)
     with source:
+        if kind == "ORC":  # pyarrow aborts on some damaged footers: read them first
+            check_orc_tail(src.name, source)
         try:
             f = pq.ParquetFile(source) if kind == "Parquet" else porc.ORCFile(source)
             schema = f.schema_arrow if isinstance(f, pq.ParquetFile) else f.schema
