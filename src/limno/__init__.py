@@ -39,13 +39,15 @@ if typing.TYPE_CHECKING:
     from limno.core.commits import Action, Commit
     from limno.core.hooks import HookSpec
     from limno.core.versioning import DiffEntry, MergeResult
+    from limno.data.indexes import IndexSpec
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
     from limno.faults import Fault
     from limno.pools.events import Event
+    from limno.pools.ingest_queue import IngestJob, QueuedFile
     from limno.pools.records.compaction import CompactionJob, JobResult
     from limno.pools.registry import PoolConfig
-    from limno.pools.settings import CompactionSettings, PoolSettings
+    from limno.pools.settings import BatcherSettings, CompactionSettings, PoolSettings
     from limno.pools.vacuum import VacuumReport
 
 #: the re-exports imported on first use (PEP 562), so that ``import limno.cli``
@@ -59,13 +61,17 @@ _LAZY = {
     "HookSpec": "limno.core.hooks",
     "DiffEntry": "limno.core.versioning",
     "MergeResult": "limno.core.versioning",
+    "IndexSpec": "limno.data.indexes",
     "DataObject": "limno.data.objects",
     "TypedSchema": "limno.data.typed_schema",
     "Fault": "limno.faults",
     "CompactionJob": "limno.pools.records.compaction",
     "JobResult": "limno.pools.records.compaction",
     "Event": "limno.pools.events",
+    "IngestJob": "limno.pools.ingest_queue",
+    "QueuedFile": "limno.pools.ingest_queue",
     "PoolConfig": "limno.pools.registry",
+    "BatcherSettings": "limno.pools.settings",
     "CompactionSettings": "limno.pools.settings",
     "PoolSettings": "limno.pools.settings",
     "VacuumReport": "limno.pools.vacuum",
@@ -88,6 +94,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "Action",
     "AlreadyExistsError",
+    "BatcherSettings",
     "Commit",
     "CompactionJob",
     "CompactionSettings",
@@ -102,6 +109,8 @@ __all__ = [
     "ForbiddenError",
     "HookSpec",
     "HookVetoError",
+    "IndexSpec",
+    "IngestJob",
     "InvalidInputError",
     "JobResult",
     "Lake",
@@ -114,6 +123,7 @@ __all__ = [
     "PreconditionFailedError",
     "ProtectedBranchError",
     "QueryTimeoutError",
+    "QueuedFile",
     "ResultTooLargeError",
     "StorageError",
     "TypedSchema",

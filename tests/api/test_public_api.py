@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ from limno.pools.settings import CompactionSettings, PoolSettings
 EXPORTED = {
     "Action",
     "AlreadyExistsError",
+    "BatcherSettings",
     "Commit",
     "CompactionJob",
     "CompactionSettings",
@@ -32,6 +34,8 @@ EXPORTED = {
     "ForbiddenError",
     "HookSpec",
     "HookVetoError",
+    "IndexSpec",
+    "IngestJob",
     "InvalidInputError",
     "JobResult",
     "Lake",
@@ -44,6 +48,7 @@ EXPORTED = {
     "PreconditionFailedError",
     "ProtectedBranchError",
     "QueryTimeoutError",
+    "QueuedFile",
     "ResultTooLargeError",
     "StorageError",
     "TypedSchema",
@@ -58,6 +63,24 @@ def test_exported_members() -> None:
         assert getattr(limno, name) is not None, name
     public = {n for n in dir(limno) if not n.startswith("_") and n[0].isupper()}
     assert public <= EXPORTED | {"api"}, public - EXPORTED
+
+
+#: the names of typing (and None) a return annotation may hold beside model types
+_TYPING = {"Any", "Iterator", "Mapping", "None", "Sequence"}
+
+
+def test_every_model_type_the_interface_returns_is_exported() -> None:
+    """What an operation of the lake interface returns, a caller can name (annotate,
+    isinstance) from ``limno``: Arrow's types aside (``pa.Table``)."""
+    returned: set[str] = set()
+    for cls in (LakeInterface, PoolInterface):
+        for name in _abstract(cls):
+            member = inspect.getattr_static(cls, name)
+            fn = member.fget if isinstance(member, property) else member
+            annotation = str(fn.__annotations__.get("return", ""))
+            returned |= set(re.findall(r"(?<![.\w])([A-Z]\w*)", annotation)) - _TYPING
+    assert {"IndexSpec", "QueuedFile", "IngestJob", "BatcherSettings"} <= returned
+    assert returned <= EXPORTED, returned - EXPORTED
 
 
 def test_every_error_is_in_the_tree_with_a_status() -> None:

@@ -237,7 +237,10 @@ def test_only_an_admin_sets_a_user_iterator_through_a_server(
             monkeypatch.setenv(name, value)
         args = ("--iterator-file", iterator_file(tmp_path), "--iterator", "python(Summed,field=n)")
         refused = fail("--lake", server.url, "create", "p", "-k", "k", *args)
-        assert error_line(refused) == "error: user 'dev' (developer) may not administer the lake"
+        assert error_line(refused) == (
+            "error: user 'dev' (developer) may not administer the lake: a python() iterator"
+            " runs its code in the server"
+        )
         assert ok("--lake", server.url, "ls").rows() == []  # the pool made first is dropped
         with RemoteLake.open(server.url) as remote:
             with pytest.raises(ForbiddenError, match="a python\\(\\) iterator runs its code"):

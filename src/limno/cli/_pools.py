@@ -11,7 +11,7 @@ import click
 from limno.cli._context import SIZE, Context, format_option
 from limno.cli._output import write_rows
 from limno.cli._state import set_working_ref, working_ref
-from limno.errors import InvalidInputError, LimnoError, NotFoundError, os_reason
+from limno.errors import InvalidInputError, LimnoError, NotFoundError
 from limno.lazy import lazy_module
 from limno.units import parse_duration
 
@@ -88,7 +88,11 @@ def create(
             raise InvalidInputError(f"--retention expects BRANCH_GLOB=DURATION, not {rule!r}")
         windows[glob] = parse_duration(span)
     schema = typed_schema.TypedSchema.from_file(schema_file) if schema_file else None
-    file_text = _iterator_file(iterator_file) if iterator_file else None
+    file_text = None
+    if iterator_file:
+        from limno.cli._iterator import read_iterator_file
+
+        file_text = read_iterator_file(iterator_file)
     # a user iterator is set once the pool exists (checked, its file stored): parsed
     # here first, so that a mistyped one creates nothing
     spec = iterator_specs.parse_iterators(iterators, file_text=file_text, file_name=iterator_file)
@@ -116,19 +120,6 @@ def create(
     if spec.user:  # which file (by its digest) the lake now runs
         summary += f"; iterators {created.config.settings.iterators.describe()}"
     click.echo(f"created pool {created.name} ({summary})", err=True)
-
-
-def _iterator_file(path: str) -> str:
-    """The text of an iterator file (UTF-8 Python source)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"iterator file {path} is not UTF-8 text") from None
-    except OSError as e:
-        raise InvalidInputError(
-            f"cannot read iterator file {path}: {os_reason(e.errno, e.strerror or '')}"
-        ) from None
 
 
 def _compaction(text: str) -> dict[str, object]:

@@ -1,9 +1,10 @@
 """Live events of a lake, read from the lake's own journals.
 
 Every change worth telling is already an entry of some journal: pools are created,
-renamed and dropped in the ``pools/`` journal, branches and tags move in each
-pool's ``<pool-id>/branches/`` journal (a commit is a branch move to a new commit
-whose first parent is the old head), and maintenance jobs change state in
+renamed and dropped in the ``pools/`` journal, branches and tags move (and branches
+are protected, :mod:`limno.core.protection`) in each pool's ``<pool-id>/branches/``
+journal (a commit is a branch move to a new commit whose first parent is the old
+head), and maintenance jobs change state in
 ``<pool-id>/jobs/``. So the feed reads those journals and nothing else: a commit
 made by another process, another host or a Spark job shows up like one made here,
 and nobody has to remember to publish anything.
@@ -50,8 +51,9 @@ POOLS_PREFIX = "pools"
 class Event:
     """One change of the lake.
 
-    ``type`` is ``pool.created|renamed|updated|dropped``, ``branch.created|moved|deleted``,
-    ``tag.created|deleted``, ``commit`` or ``job.<state>``; ``time`` is when the journal
+    ``type`` is ``pool.created|renamed|updated|dropped``,
+    ``branch.created|moved|deleted|protected|unprotected``, ``tag.created|deleted``,
+    ``commit`` or ``job.<state>``; ``time`` is when the journal
     entry was written; ``data`` holds the type's fields (see the README).
     """
 
@@ -99,6 +101,10 @@ class Event:
             return f"{d.get('branch') or d.get('tag')} (was {d.get('commit')})"
         if kind == "branch.moved":
             return f"{d.get('branch')} {d.get('old')} -> {d.get('new')}"
+        if kind == "branch.protected":
+            return f"{d.get('branch')}: only merges may move it"
+        if kind == "branch.unprotected":
+            return f"{d.get('branch')}: protection lifted"
         if kind == "commit":
             counts = d.get("actions") or {}
             change = " ".join(f"{op} {n}" for op, n in sorted(counts.items()))
@@ -453,10 +459,30 @@ def _pool_events(entry: Mapping[str, Any], before: Mapping[str, dict[str, Any]])
     return told
 
 
+#: the branch-store key prefix of a protection rule (limno.core.protection's PREFIX)
+_PROTECTED = "protected"
+
+
+def _protection_events(
+    branch: str, update: Mapping[str, Any], items: dict[str, dict[str, Any]]
+) -> list[_Told]:
+    """``branch.protected`` when a rule appears, ``branch.unprotected`` when it goes
+    (``items``, the map before ``update``, is brought up to date)."""
+    key, value = update["key"], update.get("value")
+    if update.get("op") == "put" and isinstance(value, dict):
+        had = key in items
+        items[key] = value
+        return [] if had else [("branch.protected", None, None, {"branch": branch, **value})]
+    if items.pop(key, None) is None:
+        return []
+    return [("branch.unprotected", None, None, {"branch": branch})]
+
+
 def _ref_events(
     entry: Mapping[str, Any], before: Mapping[str, dict[str, Any]], commits: CommitStore
 ) -> list[_Told]:
-    """Branch and tag events of one branches-journal entry (vacuum's keys tell nothing).
+    """Branch and tag events of one branches-journal entry, and protection rules coming
+    and going (vacuum's keys tell nothing).
 
     A branch moved to a commit whose first parent is the old head is also a ``commit``
     event, told first, unless another ref already pointed at that commit (a
@@ -467,6 +493,9 @@ def _ref_events(
     for u in entry["updates"]:
         key = u["key"]
         kind, sep, name = key.partition(":")
+        if sep and kind == _PROTECTED:
+            told += _protection_events(name, u, items)
+            continue
         if not sep or kind not in ("branch", "tag"):
             continue
         old = items.get(key, {}).get("commit")

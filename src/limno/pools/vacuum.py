@@ -26,6 +26,11 @@ may be building them).
 Hidden partial files (a writer killed while it wrote an object leaves its
 ``<id>.parquet#<digits>`` staging file behind; see
 :meth:`limno.storage.Storage.list_partial`) are reclaimed by the same rules.
+
+The copies of files queued for the ingest batcher (``<pool-id>/ingest/files/``) that
+no queue entry needs anymore (an upload whose submit died before it was queued, the
+files of done jobs) are freed past the same grace period: see
+:mod:`limno.pools.ingest_upkeep`.
 """
 
 from __future__ import annotations
@@ -199,16 +204,32 @@ def vacuum(
     retention: Retention = None,
     now: dt.datetime | None = None,
 ) -> VacuumReport:
-    """Remove unreferenced objects under ``data_prefix`` older than ``grace``.
+    """Remove unreferenced objects under ``data_prefix`` older than ``grace``, then the
+    ingest queue's copies nothing needs (:func:`~limno.pools.ingest_upkeep.vacuum_uploads`).
 
     Objects are named ``<key>.<ext>`` after the entry key that references them; an
     object and its sidecars (``<key>.sketch``...) are counted and removed together,
     the object itself last, once the youngest of them is past the grace period.
     """
+    from limno.pools.ingest_upkeep import vacuum_uploads
+
+    now = now or dt.datetime.now(dt.UTC)
+    report = _vacuum_objects(v, data_prefix, grace, dry_run, retention, now)
+    vacuum_uploads(v.storage, v.pool_id, report, now - grace, dry_run)
+    return report
+
+
+def _vacuum_objects(
+    v: Versioned,
+    data_prefix: str,
+    grace: dt.timedelta,
+    dry_run: bool,
+    retention: Retention,
+    now: dt.datetime,
+) -> VacuumReport:
     from limno.core.gc import expired_path  # loaded with the pool's Gc (v.gc) below
 
     report = VacuumReport(dry_run=dry_run)
-    now = now or dt.datetime.now(dt.UTC)
     gc = v.gc
     runs = gc.state().runs  # before the leases: a registered run's lease predates it
     leases = gc.leases.scan(now)

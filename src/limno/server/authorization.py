@@ -20,7 +20,8 @@ read a pool (scan, get, log, diff, objects, status ...)  read    the pool
 write a pool (load, commit, merge, branch, compact,      write   the pool
 vacuum, drop, rename ...)
 hooks (add, remove: a hook runs commands on the server)  admin   the lake
-iterators (set: a python() iterator runs in the server)  admin   the lake
+set a pool's iterators                                   write   the pool
+... naming a python() iterator (it runs in the server)   admin   the lake
 ingest (submit URLs the server reads with its own keys)  admin   the lake
 protect, unprotect a branch (binds every writer)         admin   the lake
 users, keys and grants (``/v1/auth/...``)                admin   the lake
@@ -88,9 +89,9 @@ RULES: dict[str, Rule] = {
     "get_pool": _R,
     "drop_pool": _W,
     "rename_pool": _W,
-    # a pool's iterators: a python() one is code the server runs in its own process
-    # (create_pool naming one needs admin too: require_admin)
-    "set_iterators": Rule("admin", "path"),
+    # a pool's iterators: a writer's, as at create_pool; but a python() one is code the
+    # server runs in its own process, so naming one needs admin (both: require_admin)
+    "set_iterators": _W,
     # refs
     "branches": _R,
     "create_branch": _W,

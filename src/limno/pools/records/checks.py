@@ -14,7 +14,9 @@
   its rows are sorted by the pool key, within the recorded min/max key, with the
   recorded row and keyless counts;
 - every object a branch head or tag holds has the sidecar of each search index of
-  that snapshot (:mod:`limno.pools.records.indexing`).
+  that snapshot (:mod:`limno.pools.records.indexing`);
+- the ingest queue's journal verifies, its entries parse, and every file still to be
+  loaded (or failed) is where the queue says (:mod:`limno.pools.ingest_upkeep`).
 
 Each fault says what to do about it.
 """
@@ -32,6 +34,7 @@ from limno.data.objects import DataObject, data_path
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.faults import Fault
 from limno.lazy import lazy_module
+from limno.pools import ingest_upkeep
 from limno.pools.records.partitions import is_partition_key
 from limno.pools.vacuum import retained_keys
 from limno.storage import Storage
@@ -131,6 +134,7 @@ def verify_pool(pool: RecordPool, deep: bool = False) -> Iterator[Fault]:
             yield from check_object(
                 pool.storage, pool.id, DataObject.from_json(value), pool, deep, needed=oid in needed
             )
+    yield from ingest_upkeep.verify_queue(pool.storage, pool.id, config.name)
 
 
 def check_partitions(pool: Any, commit_id: str, label: str) -> Iterator[Fault]:

@@ -90,5 +90,10 @@ def rename_pool(request: Request, pool: str, body: Rename) -> dict[str, Any]:
 
 @router.post("/{pool}/iterators", operation_id="set_iterators", summary="Set a pool's iterators")
 def set_iterators(request: Request, pool: str, body: SetIterators) -> dict[str, Any]:
+    from limno.data.iterators import parse_iterators
+
+    # a writer's, as create_pool is; naming code the server would run is an admin's
+    if body.file_text is not None or parse_iterators(body.iterators).user is not None:
+        require_admin(request, _RUNS_CODE)
     config = pool_of(request, pool).set_iterators(body.iterators, body.file_text, body.file_name)
     return wire.config_to_json(config)
