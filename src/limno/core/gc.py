@@ -175,16 +175,29 @@ class Gc:
             path = self.run_path(run)
             try:
                 keys = json.loads(self.storage.get(path))
-            except NotFoundError as e:
-                if not self.registered(run):
+            except NotFoundError:
+                info = self.state().runs.get(run)
+                if info is None:
                     raise _Finished(run) from None
-                raise CorruptError(f"{path}: candidate list of vacuum run {run} is missing") from e
+                return self._listless(run, info)
             except ValueError as e:
                 raise CorruptError(f"{path}: candidate list is not JSON") from e
             if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
                 raise CorruptError(f"{path}: candidate list is not a list of keys")
             cached = self._condemned[run] = frozenset(keys)
         return cached
+
+    def _listless(self, run: str, info: Mapping[str, Any]) -> frozenset[str]:
+        """The candidates of a registered run whose list is gone: its vacuum's
+        ``begin`` failed and dropped the list, and only then did its mark land (a
+        request whose reply was lost). Such a run deletes nothing: its vacuum gave up
+        at ``begin``. While that vacuum's lease is live, a writer waits for it (bounded,
+        as for any run); once the lease is dead the run condemns nothing, and the next
+        vacuum unregisters it."""
+        lease = info.get("lease")
+        if any(seen.id == lease and seen.live for seen in self.leases.scan()):
+            raise _Busy(run, [f"(the candidates of run {run}, whose list is missing)"])
+        return frozenset()
 
     def tombstoned(self, keys: Collection[str]) -> set[str]:
         """Those of ``keys`` that vacuum has removed (or is removing)."""
