@@ -15,15 +15,13 @@ neither it nor the pool layer.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from limno.api import remote_http, wire, wire_ranges
+from limno.api import remote_http, remote_upload, wire, wire_ranges
 from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, Source, register
 from limno.api.remote_indexes import RemoteIndexes
 from limno.api.remote_ingest import RemoteIngest
@@ -56,13 +54,6 @@ else:
     ipc = lazy_module("pyarrow.ipc")
 
 __all__ = ["RemoteLake", "RemotePool"]
-
-#: limno's framing of several sources in one upload (limno.server.uploads)
-PARTS = "application/vnd.limno.parts"
-_CHUNK = 1 << 20
-#: most bytes of tables an upload sends as one body of known length (not streamed)
-_WHOLE = 4 << 20
-_END = (0).to_bytes(4, "big")
 
 
 class RemoteLake(Lake):
@@ -380,35 +371,7 @@ class RemotePool(RemoteProtection, RemoteIngest, RemoteIndexes, Pool):
 
     def _upload(self, op: str, sources: Iterable[Source], params: dict[str, Any]) -> Any:
         """Send ``sources`` as one framed body (limno.server.uploads), read as sent."""
-        with contextlib.ExitStack() as stack:
-            parts: list[tuple[str, str, Callable[[], Iterator[bytes]]]] = []
-            in_memory = 0  # bytes of the tables (None: a file among the sources)
-            for i, source in enumerate(sources):
-                if isinstance(source, str):
-                    stream = _open_input(source, stack)
-                    parts.append((source, "file", lambda s=stream: _file_chunks(s)))  # type: ignore[misc]
-                    in_memory = _WHOLE + 1
-                else:
-                    parts.append((f"table-{i}", "table", lambda t=source: _table_chunks(t)))  # type: ignore[misc]
-                    in_memory += source.nbytes
-            if not parts:
-                raise InvalidInputError("nothing to load: name at least one source")
-            params["parts"] = json.dumps([{"name": n, "kind": k} for n, k, _ in parts])
-
-            def body() -> Iterator[bytes]:  # a frame per piece: each piece is a send
-                for _, _, chunks in parts:
-                    for chunk in chunks():
-                        if chunk:
-                            yield len(chunk).to_bytes(4, "big") + chunk
-                    yield _END
-
-            # small tables go as one body of known length: one send, one piece for the
-            # server (which keeps it in memory), instead of a chunked stream
-            content: Iterable[bytes] | bytes = b"".join(body()) if in_memory <= _WHOLE else body()
-            headers = {"Content-Type": PARTS}
-            path = f"{self._path}/{op}"
-            with self._http.stream("POST", path, params, content=content, headers=headers) as r:
-                return json.loads(r.read())
+        return remote_upload.upload(self._http, f"{self._path}/{op}", sources, params)
 
     def staged(self, branch: str = "main") -> list[DataObject]:
         return [wire.object_from_json(o) for o in self._call("GET", "staged", {"branch": branch})]
@@ -549,62 +512,6 @@ class RemotePool(RemoteProtection, RemoteIngest, RemoteIndexes, Pool):
             title: ipc.open_stream(base64.b64decode(data)).read_all()
             for title, data in reports.items()
         }
-
-
-# -- the sources of an upload -----------------------------------------------------------------
-
-
-def _open_input(path: str, stack: contextlib.ExitStack) -> IO[bytes]:
-    """An input file opened for sending (stdin for ``-``), failing as a local load does."""
-    if path == "-":
-        return sys.stdin.buffer
-    try:
-        return stack.enter_context(open(path, "rb"))  # noqa: SIM115 -- closed by the stack
-    except FileNotFoundError:
-        raise InvalidInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InvalidInputError(f"{path}: is a directory") from None
-    except OSError as e:
-        raise InvalidInputError(f"{path}: cannot open ({e.strerror or e})") from None
-
-
-def _file_chunks(stream: IO[bytes]) -> Iterator[bytes]:
-    """What the file holds, sent as it is read (a pipe's bytes as soon as they come)."""
-    read = getattr(stream, "read1", stream.read)
-    while chunk := read(_CHUNK):
-        yield chunk
-
-
-class _Sink:
-    """A write-only file collecting what Arrow's IPC writer writes."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, data: Any) -> int:
-        self.parts.append(bytes(data))
-        return len(self.parts[-1])
-
-    def flush(self) -> None:
-        pass
-
-    def take(self) -> bytes:
-        out, self.parts = b"".join(self.parts), []
-        return out
-
-
-def _table_chunks(table: pa.Table | pa.RecordBatch) -> Iterator[bytes]:
-    """An Arrow table as an IPC stream, batch by batch."""
-    sink = _Sink()
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    with ipc.new_stream(sink, table.schema) as writer:
-        for batch in table.to_batches(max_chunksize=65536):
-            writer.write_batch(batch)
-            yield sink.take()
-    yield sink.take()
 
 
 register(("http", "https"), RemoteLake)

@@ -25,22 +25,19 @@ Batches come out in their stored form (:mod:`.plain_types`: view types, dictiona
 half floats and narrow 256-bit decimals become their plain equivalents).
 
 Compression is recognized by magic bytes, not by name, and decompressed as a
-stream. The format comes from the caller, else the file extension (after ``.gz`` /
-``.zst``), else the first bytes of the (decompressed) content.
+stream (:mod:`.input_streams`). The format comes from the caller, else the file
+extension (after ``.gz`` / ``.zst``), else the first bytes of the (decompressed)
+content.
 """
 
 from __future__ import annotations
 
 import codecs
-import gzip
 import io
 import json
 import os
 import re
-import sys
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any, cast
 
@@ -51,7 +48,6 @@ import pyarrow.json as pjson
 import pyarrow.orc as porc
 import pyarrow.parquet as pq
 import pyarrow.types as pt
-import zstandard
 
 from limno.data.input_checks import (
     check_arrow,
@@ -65,6 +61,7 @@ from limno.data.input_checks import (
     reason,
     without_empty_structs,
 )
+from limno.data.input_streams import Input, decompress, open_input, peek
 from limno.data.orc_footer import check_orc_tail
 from limno.data.parquet_input import NATIVE_ERRORS as _NATIVE_ERRORS
 from limno.data.parquet_input import row_groups
@@ -93,67 +90,6 @@ _LONG_INTEGER = b"0" * 19
 _NULL_LINE = re.compile(rb"[ \t]*null[ \t\r]*(?=\n|\Z)")
 _NEXT_NULL_LINE = re.compile(rb"\n[ \t]*null[ \t\r]*(?=\n|\Z)")
 _JSON_WS = re.compile(r"[^ \t\r\n]")
-
-
-# -- opening, decompressing, peeking ---------------------------------------------------
-class _Replay(io.RawIOBase):
-    """A byte stream that first replays bytes already read, and turns read errors of a
-    decompressor into one-line input errors."""
-
-    def __init__(self, head: bytes, rest: IO[bytes], name: str, codec: str | None) -> None:
-        self._head, self._rest, self._name, self._codec = head, rest, name, codec
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        view = memoryview(buf).cast("B")
-        if self._head:
-            n = min(len(view), len(self._head))
-            view[:n], self._head = self._head[:n], self._head[n:]
-            return n
-        try:
-            data = self._rest.read(len(view))
-        except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
-            what = f"corrupt {self._codec} data" if self._codec else "read failed"
-            raise InvalidInputError(f"{self._name}: {what} ({reason(e)})") from None
-        view[: len(data)] = data
-        return len(data)
-
-
-def _peek(stream: IO[bytes], n: int, name: str, codec: str | None) -> tuple[bytes, IO[bytes]]:
-    """Up to ``n`` first bytes of ``stream``, and a stream that still yields them."""
-    replay = io.BufferedReader(_Replay(b"", stream, name, codec), buffer_size=1 << 20)
-    head = replay.read(n)
-    return head, io.BufferedReader(_Replay(head, replay, name, codec), buffer_size=1 << 20)
-
-
-def _open(path: str) -> tuple[str, IO[bytes], bool]:
-    if path == "-":
-        return "<stdin>", sys.stdin.buffer, False
-    try:
-        return path, open(path, "rb"), True  # noqa: SIM115 -- closed by read_records
-    except FileNotFoundError:
-        raise InvalidInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InvalidInputError(f"{path}: is a directory") from None
-    except OSError as e:
-        raise InvalidInputError(f"{path}: cannot open ({e.strerror or e})") from None
-
-
-def _decompress(name: str, raw: IO[bytes]) -> tuple[IO[bytes], str | None]:
-    magic, stream = _peek(raw, 10, name, None)
-    if magic.startswith(b"\x1f\x8b"):
-        return cast(IO[bytes], gzip.GzipFile(fileobj=stream, mode="rb")), "gzip"
-    if magic.startswith(b"\x28\xb5\x2f\xfd"):
-        reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
-        return reader, "zstd"
-    for codec, pattern in (("bzip2", rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), ("xz", rb"\xfd7zXZ\x00")):
-        if re.match(pattern, magic):
-            raise InvalidInputError(
-                f"{name}: {codec} compression is not supported (use gzip or zstd)"
-            )
-    return stream, None
 
 
 def detect_format(name: str, head: bytes) -> str:
@@ -204,14 +140,6 @@ def _is_utf8(head: bytes) -> bool:
     return True
 
 
-@dataclass
-class _Input:
-    name: str  # for messages
-    stream: IO[bytes]  # decompressed content, from its first byte
-    head: bytes  # its first bytes
-    local: str | None  # the path, when the content is a plain local file (seekable)
-
-
 def read_records(
     path: str, fmt: str | None = None, *, batch_rows: int = 65536
 ) -> Iterator[pa.RecordBatch]:
@@ -224,14 +152,14 @@ def read_records(
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInputError(f"unknown input format {fmt!r} (one of {', '.join(FORMATS)})")
     path = os.fspath(path)
-    name, raw, owned = _open(path)
+    name, raw, owned = open_input(path)
     stream: IO[bytes] | None = None
     try:
-        stream, codec = _decompress(name, raw)
-        head, stream = _peek(stream, _HEAD, name, codec)
+        stream, codec = decompress(name, raw)
+        head, stream = peek(stream, _HEAD, name, codec)
         if not head:
             raise InvalidInputError(f"{name}: no records")
-        src = _Input(name, stream, head, path if owned and codec is None else None)
+        src = Input(name, stream, head, path if owned and codec is None else None)
         rows, checked = 0, None
         for batch in _READERS[fmt or detect_format(name, head)](src, batch_rows):
             if batch.num_rows:
@@ -265,7 +193,7 @@ def _split(table: pa.Table | pa.RecordBatch, batch_rows: int) -> Iterator[pa.Rec
 
 
 # -- text blocks -----------------------------------------------------------------------
-def _blocks(src: _Input, quote: bytes | None) -> Iterator[tuple[int, bytes]]:
+def _blocks(src: Input, quote: bytes | None) -> Iterator[tuple[int, bytes]]:
     """(number of its first line, block) of the text cut into blocks of whole lines,
     each checked to be UTF-8 before anything parses it."""
     line = 1
@@ -310,7 +238,7 @@ def _cut(buf: bytes, quote: bytes | None) -> int:
 
 
 # -- JSON ------------------------------------------------------------------------------
-def _read_ndjson(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _read_ndjson(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     for line, block in _blocks(src, None):
         yield from _split(_ndjson_block(src.name, block, line), batch_rows)
 
@@ -360,7 +288,7 @@ def _check_object(name: str, line: int, value: Any) -> dict[str, Any]:
     return value
 
 
-def _read_json(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _read_json(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     text = src.head.removeprefix(_BOM).lstrip()
     if text[:1] == b"{" and _first_line_is_object(text, len(src.head) < _HEAD):
         yield from _read_ndjson(src, batch_rows)  # JSON Lines named .json: the fast path
@@ -423,7 +351,7 @@ def _json_document(name: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]
 
 
 # -- CSV / TSV -------------------------------------------------------------------------
-def _read_delimited(src: _Input, batch_rows: int, delimiter: str) -> Iterator[pa.RecordBatch]:
+def _read_delimited(src: Input, batch_rows: int, delimiter: str) -> Iterator[pa.RecordBatch]:
     # TSV has no quoting (IANA text/tab-separated-values): a '"' there is just a character.
     quote = '"' if delimiter == "," else None
     parse = pcsv.ParseOptions(
@@ -488,7 +416,7 @@ def _record_line(block: bytes, number: int, quote: str | None) -> int:
 
 
 # -- binary formats --------------------------------------------------------------------
-def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.RecordBatch]:
+def _read_columnar(src: Input, batch_rows: int, kind: str) -> Iterator[pa.RecordBatch]:
     """Parquet by row group, ORC by stripe. Both need a seekable source: the local file
     itself, else (stdin, compressed input) the content read into memory."""
     data = None if src.local else src.stream.read()
@@ -521,7 +449,7 @@ def _read_columnar(src: _Input, batch_rows: int, kind: str) -> Iterator[pa.Recor
             yield from _split(plain_batch(stripe), batch_rows)
 
 
-def _read_arrow(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _read_arrow(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     rows = 0
     try:
         if src.local is not None and src.head.startswith(b"ARROW1"):
@@ -559,7 +487,7 @@ def _unreadable(name: str, what: str, e: BaseException) -> InvalidInputError:
     return InvalidInputError(f"{name}: {what} ({why})")
 
 
-def _read_avro(src: _Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _read_avro(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     try:
         reader = fastavro.reader(src.stream)
     except InvalidInputError:
@@ -605,7 +533,7 @@ def _avro_batches(
     ).to_batches()
 
 
-_READERS: dict[str, Callable[[_Input, int], Iterator[pa.RecordBatch]]] = {
+_READERS: dict[str, Callable[[Input, int], Iterator[pa.RecordBatch]]] = {
     "ndjson": _read_ndjson,
     "json": _read_json,
     "csv": lambda src, n: _read_delimited(src, n, ","),

@@ -66,17 +66,14 @@ decimals are strings (exact), and temporal values are ISO 8601 strings.
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import decimal
-import json
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.types as pt
 
+from limno.data.json_text import json_text, text_of
 from limno.data.plain_types import list_view_as_list
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
@@ -496,15 +493,6 @@ def coerce(value: Any, t: pa.DataType) -> Any:
     return value
 
 
-def text_of(value: Any) -> str:
-    """A value stored in a text column: text as it is, anything else as JSON text
-    (dates, decimals and UUIDs without the JSON quotes)."""
-    if isinstance(value, str):
-        return value
-    text = json_text(value)
-    return str(json.loads(text)) if text.startswith('"') else text
-
-
 # -- Avro schemas ----------------------------------------------------------------------
 _AVRO_PRIMITIVES = {
     "null": pa.null(),
@@ -577,44 +565,3 @@ def _avro_type(s: Any, named: dict[str, pa.DataType | None]) -> pa.DataType:
         named[s["name"]] = out
         named.setdefault(s["name"].rpartition(".")[2], out)
     return out
-
-
-# -- JSON text ---------------------------------------------------------------------------
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, bytes):
-        return base64.b64encode(v).decode("ascii")
-    if isinstance(v, dt.date | dt.time):  # datetime is a date
-        return v.isoformat()
-    if isinstance(v, dt.timedelta):
-        return str(v)
-    if isinstance(v, decimal.Decimal | uuid.UUID):
-        return str(v)
-    if isinstance(v, tuple):
-        return list(v)
-    raise TypeError(f"cannot render {type(v).__name__} as JSON")
-
-
-_dumps: Callable[[Any], str] = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), default=_jsonable
-).encode
-
-
-def json_text(value: Any) -> str:
-    """The compact JSON text of a Python value; non-JSON scalars become strings."""
-    try:
-        return _dumps(value)
-    except TypeError:  # a map key JSON cannot hold (bytes, dates, ...)
-        return _dumps(_string_keys(value))
-
-
-def _string_keys(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {
-            k if isinstance(k, str) else str(_jsonable(k) if isinstance(k, bytes) else k): (
-                _string_keys(x)
-            )
-            for k, x in v.items()
-        }
-    if isinstance(v, list | tuple):
-        return [_string_keys(x) for x in v]
-    return v

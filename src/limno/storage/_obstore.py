@@ -16,7 +16,6 @@ import functools
 import os
 import re
 import stat
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,6 +33,7 @@ from limno.errors import (
 )
 from limno.lazy import lazy_module
 from limno.storage._base import ListResult, ObjectInfo, Storage
+from limno.storage._local_files import create_staging, publish_new, replace_by_exchange
 
 if TYPE_CHECKING:
     import obstore
@@ -230,10 +230,10 @@ class ObStorage(Storage):
 
     def _plain_file(self, path: str) -> str | None:
         """The file of ``path`` on a local store, for operations done here with the
-        system calls obstore would make (see :func:`_publish_new`), without its hand-off
-        to a thread of its runtime, which costs more than a small object's whole write
-        when the cores are busy; None elsewhere and for staging names, which obstore
-        refuses."""
+        system calls obstore would make (see :mod:`limno.storage._local_files`), without
+        its hand-off to a thread of its runtime, which costs more than a small object's
+        whole write when the cores are busy; None elsewhere and for staging names, which
+        obstore refuses."""
         if self._root is None or _PARTIAL.search(path):
             return None
         if os.sep == "/":  # a checked path joins as it is (os.path.join, in a tenth the time)
@@ -243,10 +243,10 @@ class ObStorage(Storage):
     def put(self, path: str, data: bytes) -> ObjectInfo:
         self._check(path)
         local = self.local_path(path)
-        if local is not None and os.path.isfile(local) and _replace_by_exchange(local, data):
+        if local is not None and os.path.isfile(local) and replace_by_exchange(local, data):
             return self.head(path)
         plain = self._plain_file(path)
-        if plain is not None and _publish_new(plain, data, exclusive=False):
+        if plain is not None and publish_new(plain, data, exclusive=False):
             return self.head(path)
         _call(
             path,
@@ -260,7 +260,7 @@ class ObStorage(Storage):
         self._check(path)
         plain = self._plain_file(path)
         if plain is not None:
-            done = _publish_new(plain, data, exclusive=True)
+            done = publish_new(plain, data, exclusive=True)
             if done is False:
                 raise AlreadyExistsError(f"object already exists: {path}")
             if done:
@@ -299,10 +299,10 @@ class ObStorage(Storage):
             return None
         with os_errors("write", local):
             try:
-                fd, tmp = _create_staging(local)
+                fd, tmp = create_staging(local)
             except (FileNotFoundError, NotADirectoryError):  # no directory yet (or a file)
                 os.makedirs(os.path.dirname(local), exist_ok=True)
-                fd, tmp = _create_staging(local)
+                fd, tmp = create_staging(local)
         os.close(fd)
         return tmp
 
@@ -424,122 +424,6 @@ class ObStorage(Storage):
 
     def __repr__(self) -> str:
         return f"<Storage {self.uri}>"
-
-
-_RENAME_EXCHANGE = 2
-_renameat2: Any = None
-
-
-def _exchange(a: str, b: str) -> bool | None:
-    """Atomically swap two paths (Linux ``renameat2(RENAME_EXCHANGE)``).
-
-    True when swapped, False when ``b`` does not exist, None when the system or the
-    filesystem cannot do it.
-    """
-    import ctypes  # the first call pays for it: only writes that replace a file get here
-
-    global _renameat2
-    if _renameat2 is None:
-        _renameat2 = False
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError, AttributeError):
-                libc = ctypes.CDLL(None, use_errno=True)
-                fn = libc.renameat2
-                dirfd, name = ctypes.c_int, ctypes.c_char_p
-                fn.argtypes = [dirfd, name, dirfd, name, ctypes.c_uint]
-                fn.restype = ctypes.c_int
-                _renameat2 = fn
-    if not _renameat2:
-        return None
-    at_fdcwd = -100
-    if _renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err == errno.ENOENT and os.path.exists(a):
-        return False
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM, errno.EXDEV):
-        _renameat2 = False if err == errno.ENOSYS else _renameat2
-        return None
-    raise OSError(err, os.strerror(err), b)
-
-
-def _create_staging(local: str) -> tuple[int, str]:
-    """Create a new file ``<local>#<12 digits>`` exclusively; its descriptor and name."""
-    import secrets  # writes only
-
-    while True:
-        tmp = f"{local}#{secrets.randbelow(10**12):012d}"
-        try:
-            return os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666), tmp
-        except FileExistsError:
-            continue
-
-
-def _publish_new(local: str, data: bytes, exclusive: bool) -> bool | None:
-    """Write ``data`` as the file ``local`` atomically, as obstore's local store does: into
-    a new staging file beside it (made with its directory if need be), then renamed into
-    place, or for an ``exclusive`` put hard-linked, which fails if ``local`` exists.
-
-    True when published, False when ``exclusive`` and ``local`` exists, None when it
-    could not be done here (nothing is left behind: the caller asks obstore, whose
-    error then says what is wrong).
-    """
-    try:
-        try:
-            fd, tmp = _create_staging(local)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            fd, tmp = _create_staging(local)
-    except OSError:
-        return None
-    published = False
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if not exclusive:
-            os.replace(tmp, local)
-            published = True
-            return True
-        try:
-            os.link(tmp, local)
-        except FileExistsError:
-            return False
-        return True
-    except OSError:
-        return None
-    finally:
-        if not published:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _replace_by_exchange(local: str, data: bytes) -> bool:
-    """Replace the existing file ``local`` with ``data`` atomically; False if not done.
-
-    A rename over an existing file makes ext4 flush the new file's blocks first
-    (``auto_da_alloc``), which costs a millisecond or more per small put; swapping
-    the two files with one atomic exchange and then deleting the old one does not.
-    Readers see the old bytes or the new ones, as with a rename. The temporary file
-    uses the staging name listings skip (see :meth:`ObStorage.staging_file`).
-    """
-    try:
-        fd, tmp = _create_staging(local)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        swapped = _exchange(tmp, local)
-        if swapped is None:
-            return False
-        if not swapped:  # the target went away meanwhile: a plain rename creates it
-            os.replace(tmp, local)
-        return True
-    except OSError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def local_storage(root: str, create: bool = False) -> ObStorage:

@@ -21,13 +21,11 @@ from limno.core.versioning import Versioned
 from limno.data import iterators
 from limno.data.keys import PoolKey
 from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
-from limno.ksuid import ksuid
 from limno.lazy import lazy_module
-from limno.pools import inspect
 from limno.pools.branching import Branching
 from limno.pools.records.indexing import Indexing
+from limno.pools.records.maintenance import Maintenance
 from limno.pools.registry import PoolConfig, PoolRegistry
-from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, vacuum
 from limno.storage import Storage
 
 if TYPE_CHECKING:
@@ -40,8 +38,7 @@ if TYPE_CHECKING:
     from limno.data.iterators import IteratorSpec
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
-    from limno.pools.records import compaction, key_bounds, key_ranges, snapshot_cache, splitting
-    from limno.pools.records.compaction import Runner
+    from limno.pools.records import compaction, key_bounds, key_ranges, snapshot_cache
     from limno.pools.records.partitions import PartitionTree
 else:
     pa = lazy_module("pyarrow")
@@ -59,7 +56,6 @@ else:
     key_bounds = lazy_module("limno.pools.records.key_bounds")
     key_ranges = lazy_module("limno.pools.records.key_ranges")
     snapshot_cache = lazy_module("limno.pools.records.snapshot_cache")
-    splitting = lazy_module("limno.pools.records.splitting")
 
 __all__ = ["RecordPool"]
 
@@ -69,8 +65,10 @@ SORT_MEMORY = 512 * 1024 * 1024
 Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 
 
-class RecordPool(Branching, Indexing):
-    """A record pool of a lake (git operations come from :class:`Branching`)."""
+class RecordPool(Branching, Indexing, Maintenance):
+    """A record pool of a lake (git operations come from :class:`Branching`, search
+    indexes from :class:`Indexing`, compaction, splits and vacuum from
+    :class:`Maintenance`)."""
 
     def __init__(self, storage: Storage, config: PoolConfig, registry: PoolRegistry) -> None:
         if config.kind != "records" or not config.key:
@@ -547,90 +545,6 @@ class RecordPool(Branching, Indexing):
             meta={"reverts": target.id},
             since=None,  # it adds objects back from history: check that they still exist
         )
-
-    # -- maintenance (compaction.py, splitting.py) -------------------------------------
-    def compact(
-        self,
-        ids: Sequence[str] = (),
-        branch: str = "main",
-        strategy: str | None = None,
-        message: str = "",
-        author: str | None = None,
-        runner: Runner | None = None,
-    ) -> tuple[Commit | None, list[Any]]:
-        """Compact ``ids`` (merged per leaf partition), or the jobs the strategy picks.
-
-        One commit for everything; (None, []) when the strategy finds nothing to do.
-        ``runner`` merges the jobs' objects: here by default (``compaction.local_runner``),
-        or as Spark tasks (``limno.engines.spark.compaction_runner``).
-        """
-
-        objs, tree = self.snapshot(branch)
-        if ids:
-            by_id = {o.id: o for o in objs}
-            missing = [i for i in ids if i not in by_id]
-            if missing:
-                raise NotFoundError(f"no such object on {self.name}@{branch}: {', '.join(missing)}")
-            jobs = []
-            for leaf in tree.leaves():
-                group = [i for i in dict.fromkeys(ids) if leaf in tree.leaves_of(by_id[i])]
-                if group:
-                    jobs.append(compaction.CompactionJob(ksuid(), leaf.id, tuple(group)))
-        else:
-            c = self.config.settings.compaction
-            ordered = bool(self.iterators) and self.iterators.needs_order
-            jobs = compaction.plan_jobs(
-                tree, objs, strategy or c.strategy, c.ratio, c.batch, ordered
-            )
-        if not jobs:
-            return None, []
-        commit, results = compaction.run_jobs(
-            self, branch, jobs, message, author, runner or compaction.local_runner
-        )
-        return commit, results
-
-    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
-        """The reports of ``limno status``: partitions, files, jobs, ingest jobs."""
-        return inspect.status_tables(self, ref, limit)
-
-    def meta_table(self, name: str, ref: str | None = None) -> pa.Table:
-        """A meta table of this pool (``objects``, ``commits``, ``branches``, ``partitions``)."""
-        return inspect.pool_table(self, name, ref)
-
-    def split(self, partition: str, branch: str = "main", at: Any = None) -> Commit | None:
-        """Split a leaf partition (at ``at``, else at its median); None if it cannot be.
-
-        ``at`` is a value of the first key field, or text parsed into its type.
-        """
-        if isinstance(at, str):
-            parsed = key_bounds.key_bound(self.key, at, self.key_types(self.objects(branch)))
-            at = None if parsed is None else parsed[0]
-
-        return splitting.split_leaf(self, branch, partition, at)
-
-    @property
-    def split_threshold(self) -> int:
-        return self.config.settings.split_threshold
-
-    def vacuum(
-        self,
-        grace: dt.timedelta | None = None,
-        dry_run: bool = False,
-        retention: Retention = None,
-    ) -> VacuumReport:
-        """Free the bytes of objects no branch, tag, staging area or retained commit holds.
-
-        ``retention`` (one window, or per-branch globs) defaults to the pool's
-        configured retention; without any, all history stays readable.
-        """
-        grace = DEFAULT_GRACE if grace is None else grace
-        if retention is None:
-            retention = self.retention()
-        return vacuum(self.versioned, f"{self.id}/data", grace, dry_run, retention)
-
-    def retention(self) -> dict[str, dt.timedelta] | None:
-        """The pool's configured retention windows by branch glob (None: keep all)."""
-        return dict(self.config.settings.retention) or None
 
 
 def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa.Table:
