@@ -49,7 +49,7 @@ def test_protect_and_unprotect_are_told_once_each(tmp_path: Path) -> None:
         ("branch.protected", "logs", "dev"),
     ]
     assert [t for t in told(events) if t[1] == "other"] == [("branch.protected", "other", "main")]
-    first = next(e for e in events if e.type == "branch.protected")
+    first = next(e for e in events if e.type == "branch.protected" and e.pool == "logs")
     assert first.pool_id == pool.id and set(first.data) == {"branch", "since"}
     assert first.summary() == "main: only merges may move it"
     gone = next(e for e in events if e.type == "branch.unprotected")
