@@ -37,13 +37,13 @@ def test_server_bench_smoke(tmp_path: Path) -> None:
     results = {r["benchmark"]: r for r in json.loads((out / "latest.json").read_text())}
     assert set(results) == {
         "server_small_commits",
-        "server_small_commits_workers2",
+        "server_small_commits_workers1",
         "server_scan",
         "server_get_p50",
     }
     for name, higher in (
         ("server_small_commits", True),
-        ("server_small_commits_workers2", True),
+        ("server_small_commits_workers1", True),
         ("server_scan", True),
         ("server_get_p50", False),
     ):
