@@ -7,6 +7,12 @@ last id seen, so no event is lost or told twice; the stream's first line is the 
 of its starting point, so this holds even before the first event. After
 :data:`RETRIES` failed attempts in a row the error is raised.
 
+A server holding all the event streams it may (``limno serve --max-event-streams``)
+answers 503 with ``Retry-After``: a busy server, not a broken one, so it gets more
+patience: :data:`BUSY_RETRIES` attempts in a row, waiting at least what it asks
+and growing to :data:`_MAX_PAUSE` (about 7 minutes in all), said once on stderr
+(a watcher that seems to hang should say why).
+
 The server sends a keep-alive comment whenever nothing happened for ``heartbeat``
 seconds (asked a bit longer than the caller's ``poll_interval``): each line read is a
 chance to notice ``stop``.
@@ -15,6 +21,7 @@ chance to notice ``stop``.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,12 +33,16 @@ if TYPE_CHECKING:
     from limno.api.remote_http import Connection
     from limno.pools.events import Event
 
-__all__ = ["RETRIES", "events"]
+__all__ = ["BUSY_RETRIES", "RETRIES", "events"]
 
 #: reconnection attempts in a row before giving up
 RETRIES = 5
-#: the pause before attempt n (seconds): 0.25, 0.5, 1, 2, 4
+#: ... when the server answers 503 with Retry-After (all its event streams are taken)
+BUSY_RETRIES = 20
+#: the pause before attempt n (seconds): 0.25, 0.5, 1, 2, 4 (busy: at least Retry-After)
 _BACKOFF = 0.25
+#: the longest pause between two attempts
+_MAX_PAUSE = 30.0
 _NOW = "now"
 
 
@@ -54,6 +65,7 @@ def events(
     heartbeat = min(max(poll_interval * 2, 1.0), 15.0)
     last = after
     failures = 0
+    told_busy = False
     while not stop.is_set():
         params: dict[str, Any] = {"pool": pool, "follow": follow, "heartbeat": heartbeat}
         headers = {"Accept": "text/event-stream"}
@@ -78,14 +90,33 @@ def events(
                 raise _Dropped
         except (StorageError, _Dropped) as e:
             failures += 1
-            if failures > RETRIES:
+            busy: float | None = getattr(e, "retry_after", None)
+            if failures > (RETRIES if busy is None else BUSY_RETRIES):
                 if isinstance(e, StorageError):
                     raise
                 raise StorageError(
                     f"limno server {http.url} keeps ending the event stream"
                 ) from None
-            if stop.wait(_BACKOFF * 2 ** (failures - 1)):
+            if busy is not None and not told_busy:
+                told_busy = True
+                _say_busy(http.url, busy)
+            if stop.wait(_pause(failures, busy)):
                 return
+
+
+def _pause(attempt: int, retry_after: float | None) -> float:
+    """Seconds to wait before trying again after ``attempt`` failures in a row."""
+    pause = _BACKOFF * 2 ** (attempt - 1)
+    return min(max(pause, retry_after or 0.0), _MAX_PAUSE)
+
+
+def _say_busy(url: str, retry_after: float) -> None:
+    total = sum(_pause(n, retry_after) for n in range(1, BUSY_RETRIES + 1))
+    sys.stderr.write(
+        f"limno: server {url} has no free event stream (503, all taken):"
+        f" trying again for up to {total / 60:.0f} min\n"
+    )
+    sys.stderr.flush()
 
 
 def _messages(

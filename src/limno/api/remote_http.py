@@ -116,6 +116,9 @@ def raise_problem(response: httpx.Response) -> None:
     for field in ("path", "pool", "reason"):
         if isinstance(doc.get(field), str):
             setattr(err, field, doc[field])
+    retry = response.headers.get("retry-after", "").strip()
+    if retry.isdigit():  # seconds to wait before trying again (503 of a busy server)
+        err.retry_after = float(retry)  # type: ignore[attr-defined]
     raise err
 
 

@@ -115,6 +115,15 @@ def default_workers() -> int:
     help="Keep-alive comment interval of idle event streams.",
 )
 @click.option(
+    "--max-event-streams",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    metavar="N",
+    help="Event streams (GET /v1/events) open at once per server process;"
+    " one more gets 503 with Retry-After.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(min=1),
     default=None,
@@ -137,6 +146,7 @@ def serve(
     tls_key: str | None,
     cors_origins: tuple[str, ...],
     events_heartbeat: float,
+    max_event_streams: int,
     workers: int | None,
 ) -> None:
     """Serve the lake's HTTP API until SIGTERM or Ctrl-C (OpenAPI at /openapi.json).
@@ -159,6 +169,7 @@ def serve(
         tls_cert,
         tls_key,
         events_heartbeat,
+        max_event_streams,
     )
     if workers is None:
         workers = default_workers()

@@ -46,6 +46,7 @@ def create_app(
     request_limits: RequestLimits | None = None,
     cors_origins: Sequence[str] = (),
     heartbeat: float = 15.0,
+    max_event_streams: int = events.MAX_STREAMS,
 ) -> FastAPI:
     """The API of the lake at ``location`` (``lake``: one already open there).
 
@@ -55,7 +56,8 @@ def create_app(
     caller may only lower them; None: QueryLimits' server defaults).
     ``request_limits``: body sizes and timeouts (:mod:`limno.server.guard`);
     ``cors_origins``: browser origins allowed (none: CORS off); ``heartbeat``: seconds
-    between keep-alive comments of event streams.
+    between keep-alive comments of event streams; ``max_event_streams``: how many may
+    be open at once (503 beyond).
     ``dependencies`` are FastAPI dependencies (callables, wrapped in ``Depends`` here)
     every operation runs first, after the guard; a LimnoError they raise is answered
     as a problem.
@@ -73,7 +75,7 @@ def create_app(
     app.state.query_limits = limits
     problems.install(app)
     install_guard(app, request_limits or RequestLimits(), tuple(cors_origins))
-    events.install(app, heartbeat)
+    events.install(app, heartbeat, max_open=max_event_streams)
 
     @app.get("/health", tags=["server"], operation_id="health", summary="200 when ready")
     def health() -> dict[str, str]:

@@ -78,6 +78,8 @@ class Options:
     tls_key: str | None = None
     #: seconds between keep-alive comments of an idle event stream
     heartbeat: float = 15.0
+    #: event streams one server process holds open at most (503 beyond)
+    max_event_streams: int = 256
 
 
 def check_name(value: str) -> str | None:

@@ -246,6 +246,7 @@ def _app_options(opts: Options) -> dict[str, Any]:
         "request_limits": opts.limits,
         "cors_origins": opts.cors_origins,
         "heartbeat": opts.heartbeat,
+        "max_event_streams": opts.max_event_streams,
     }
 
 
