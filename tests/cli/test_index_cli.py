@@ -71,6 +71,30 @@ def test_sql_filters_on_an_indexed_field_answer_alike(lk: Lk) -> None:
     assert lk.ok("query", sql).rows() == before == [{"n": 5}]
 
 
+def test_sql_finds_a_decimal_by_an_integer_constant(lk: Lk) -> None:
+    """``price = 7`` on a decimal(10,2) column: the sidecars once ruled 7 out (an int64
+    fits no decimal(10,2)), so the query found nothing."""
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    prices = [decimal.Decimal(p) for p in ("7.00", "1.10", "7.01")]
+    path = lk.tmp / "prices.parquet"
+    pq.write_table(
+        pa.table({"ts": [1, 2, 3], "price": pa.array(prices, pa.decimal128(10, 2))}), path
+    )
+    lk.ok("create", "sales", "-k", "ts")
+    lk.ok("load", "-p", "sales", str(path))
+    sql = "SELECT ts FROM sales WHERE price = 7 OR price IN (1.1) ORDER BY ts"
+    before = lk.ok("query", sql, "-f", "ndjson").rows()
+    lk.ok("index", "create", "-p", "sales", "price")
+    assert lk.ok("query", sql, "-f", "ndjson").rows() == before == [{"ts": 1}, {"ts": 2}]
+    only = "SELECT ts FROM sales WHERE price = 7"
+    assert lk.ok("query", only, "-f", "ndjson").rows() == [{"ts": 1}]
+    assert lk.ok("get", "-p", "sales", "--field", "price", "7", "-f", "ndjson").rows()[0]["ts"] == 1
+
+
 def test_branches_keep_their_own_indexes(lk: Lk) -> None:
     lk.ok("create", "logs", "-k", "ts")
     load_rows(lk, "logs", range(0, 6))

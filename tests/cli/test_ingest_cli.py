@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from clirunner import fail, ok, run
@@ -212,6 +213,14 @@ def test_through_a_server_uploads_are_a_writers_urls_an_admins(
         assert len(lines(ok("--lake", server.url, "ingest", "run", "-p", "logs").text)) == 1
         rows = ok("--lake", server.url, "-f", "ndjson", "scan", "-p", "logs").rows()
         assert [r["ts"] for r in rows] == [0, 1, 2]
+        # not even an admin names a file of the server's own disk
+        submit = f"{server.url}/v1/pools/logs/ingest/submit"
+        for path in (data, f"file://{data}"):
+            r = httpx.post(submit, json={"paths": [path]}, auth=server.auth, timeout=60)
+            assert r.status_code == 400 and "cannot be named" in r.text, r.text
+        assert (
+            len(ok("--lake", server.url, "-f", "ndjson", "ingest", "ls", "-p", "logs").rows()) == 1
+        )
     finally:
         assert server.stop() == 0, server.lines
     pool = LocalLake.open(lake).pool("logs")

@@ -201,6 +201,34 @@ def test_a_refused_commit_runs_no_hook(pool: LocalPool) -> None:
     assert heard == ["dev"]
 
 
+def test_the_ingest_batcher_is_refused_before_it_writes(
+    pool: LocalPool, lake: Lake, tmp_path: Path
+) -> None:
+    """A queued file could only be committed directly: submit refuses as add does, and a
+    job queued before the rule fails with the refusal before writing any object."""
+    early, late = tmp_path / "early.ndjson", tmp_path / "late.ndjson"
+    early.write_text('{"ts": 4}\n')
+    late.write_text('{"ts": 5}\n')
+    pool.ingest_submit([str(early)])
+    pool.protect("main")
+    before = files(tmp_path / "lake")
+    with pytest.raises(ProtectedBranchError) as refused:
+        pool.ingest_submit([str(late)])
+    assert str(refused.value) == REFUSED
+    assert files(tmp_path / "lake") == before
+    head, rows = pool.resolve("main"), ts(pool)
+    (job,) = pool.ingest_run()
+    assert job.state == "failed" and job.error == f"ProtectedBranchError: {REFUSED}"
+    assert (pool.resolve("main"), ts(pool)) == (head, rows)
+    data = {k: v for k, v in files(tmp_path / "lake").items() if "/data/" in k}
+    assert data == {k: v for k, v in before.items() if "/data/" in k}  # no object written
+    pool.unprotect("main")
+    pool.ingest_retry([job.id])
+    assert [j.state for j in pool.ingest_run()] == ["done"]
+    assert ts(pool) == [*rows, 4]
+    verified(lake)
+
+
 @pytest.fixture
 def paused(tmp_path: Path) -> Iterator[tuple[LocalPool, threading.Event, threading.Event]]:
     """Pool ``logs`` whose thread named ``writer`` pauses right before it appends to the

@@ -97,6 +97,16 @@ class Numbers:
             yield batch.num_rows
 
 
+class Exiting:
+    def __init__(self, key_fields, options):
+        pass
+
+    def apply(self, batches):
+        for batch in batches:
+            raise SystemExit(5)
+            yield batch
+
+
 class Nothing:
     def __init__(self, key_fields, options):
         pass
@@ -229,6 +239,7 @@ def test_a_changed_file_is_refused_by_its_digest() -> None:
         (lambda: user("Nope"), "iterator Nope (it.py): file it.py has no class 'Nope'"),
         (lambda: user("NotAClass", BROKEN), "NotAClass is not a class with an apply"),
         (lambda: user("C", "def broken(:\n"), "cannot load its file: SyntaxError"),
+        (lambda: user("C", "import sys\nsys.exit(3)\n"), "cannot load its file: SystemExit: 3"),
         (lambda: user("Picky", BROKEN), "iterator Picky (it.py) failed: KeyError"),
         (lambda: parse_iterators("python(no_such_mod_xyz:C)"), "cannot import no_such_mod_xyz"),
     ],
@@ -382,6 +393,7 @@ TABLE = sorted_rows([(k, k) for k in range(6)])
             "iterator Backwards (it.py) broke the pool key order: it yielded key 3 after 4",
         ),
         ("Raising", "iterator Raising (it.py) failed: ValueError: cannot take 5 rows"),
+        ("Exiting", "iterator Exiting (it.py) failed: SystemExit: 5"),  # not the process's end
         ("Numbers", "iterator Numbers (it.py) yielded int, not a pyarrow RecordBatch or Table"),
         ("Nothing", "iterator Nothing (it.py): apply returned int, not an iterator"),
         ("Shifted", "iterator Shifted (it.py) yielded key 1000, which it was not given"),
@@ -424,3 +436,15 @@ def test_an_error_of_the_stream_passes_through_unchanged() -> None:
 
     with pytest.raises(NotFoundError, match="removed by vacuum"):
         stream(user("Newest"), failing())  # type: ignore[arg-type]
+
+
+def test_set_iterators_on_an_older_handle_changes_the_latest_config(tmp_path: Path) -> None:
+    """A handle opened before another change of the pool's configuration (the batcher's
+    settings, say) still sets its iterators, keeping that change."""
+    lake = Lake.init(str(tmp_path / "lake"))
+    older = lake.create_pool("p", key="k")
+    Lake.open(str(tmp_path / "lake")).pool("p").ingest_settings("max-files=7")
+    older.set_iterators(["python(Newest)"], TWINS, "twins.py")
+    fresh = Lake.open(str(tmp_path / "lake")).pool("p")
+    assert fresh.config.settings.iterators.texts() == ["python(Newest)"]
+    assert fresh.ingest_settings().max_files == 7

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import decimal
 import functools
 import os
 import threading
@@ -224,6 +225,35 @@ def test_an_aggregated_field_is_filtered_after_aggregation(lake: Lake) -> None:
     assert pool.search("n", [3]).to_pylist() == [{"k": 1, "n": 3}]  # no row holds 3
 
 
+UPPER = """
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+class Upper:
+    def __init__(self, key_fields, options):
+        pass
+
+    def apply(self, batches):
+        for b in batches:
+            t = pa.Table.from_batches([b])
+            at = t.schema.get_field_index("status")
+            yield t.set_column(at, "status", pc.utf8_upper(t.column("status")))
+"""
+
+
+def test_a_user_iterator_s_output_is_what_a_lookup_filters(lake: Lake) -> None:
+    """A user iterator may change any value but the key: ``status`` reads FAILED where
+    the objects hold ``failed``, so a lookup filters the scan, as for an aggregation."""
+    pool = lake.create_pool("p", key="k")
+    pool.set_iterators(["python(Upper)"], UPPER, "upper.py")
+    pool.load([pa.table({"k": [1, 2], "status": ["failed", "ok"]})])
+    assert pool.search("status", ["FAILED"]).to_pylist() == [{"k": 1, "status": "FAILED"}]
+    pool.create_index(["status"])
+    assert pool.search("status", ["FAILED"]).to_pylist() == [{"k": 1, "status": "FAILED"}]
+    assert pool.search("status", ["failed"]).num_rows == 0
+
+
 def test_drop_keeps_history_and_vacuum_frees_what_nothing_holds(lake: Lake) -> None:
     pool = lake.create_pool("p", key="k")
     pool.load([rows(0, 20)])
@@ -361,3 +391,61 @@ def test_coerce_and_sql_values_only_keep_exact_equals() -> None:
     assert indexes.sql_values([1.5], pa.int64()) is None  # a float: SQL may round
     assert indexes.sql_values([dt.date(2024, 1, 2)], pa.date32()) == [dt.date(2024, 1, 2)]
     assert indexes.sql_values(["x"], pa.float64()) is None
+
+
+def test_integer_constants_find_decimals_and_wide_unsigned_values(lake: Lake) -> None:
+    """An integer met a decimal(10,2) only through int64 -> decimal (precision 19 + 2:
+    refused, so every object was pruned) and a uint64 beyond int64 overflowed."""
+    pool = lake.create_pool("p", key="k")
+    big = 2**63 + 5
+    price = pa.array([decimal.Decimal("7.00"), decimal.Decimal("1.10")], pa.decimal128(10, 2))
+    pool.load([pa.table({"k": [1, 2], "d": price, "u": pa.array([big, 1], pa.uint64())})])
+    pool.create_index(["d", "u"])
+    assert lake.query("SELECT k FROM p WHERE d = 7").column("k").to_pylist() == [1]
+    assert lake.query(f"SELECT k FROM p WHERE u = {big}").column("k").to_pylist() == [1]
+    assert pool.search("d", [7]).column("k").to_pylist() == [1]
+    assert pool.search("u", [big]).column("k").to_pylist() == [1]
+    assert pool.search("u", [str(big)]).column("k").to_pylist() == [1]
+
+
+def test_sql_does_not_prune_a_column_it_compares_as_doubles(lake: Lake) -> None:
+    """An int64 object unified with a float64 one (or a decimal with one wider than 38
+    digits) is a DOUBLE to DuckDB: a constant may equal a rounded value no sidecar holds."""
+    pool = lake.create_pool("p", key="k")
+    wide = pa.array([decimal.Decimal("1.1") + decimal.Decimal(10) ** -40], pa.decimal256(45, 41))
+    pool.load([pa.table({"k": [1], "x": [2**53 + 1], "d": wide})])
+    pool.load([pa.table({"k": [2], "x": [0.5], "d": pa.array([decimal.Decimal("2")])})])
+    queries = ["SELECT k FROM p WHERE x = 9007199254740992", "SELECT k FROM p WHERE d = 1.1"]
+    want = [lake.query(q).column("k").to_pylist() for q in queries]
+    assert want == [[1], [1]]
+    pool.create_index(["x", "d"])
+    assert [lake.query(q).column("k").to_pylist() for q in queries] == want
+
+
+def test_float_lookups_find_negative_zero_and_nan(lake: Lake) -> None:
+    """-0.0 equals 0.0 (as a scan filtered in Python or SQL finds), but Arrow's is_in
+    and the sidecar's distinct values tell them apart; a NaN (found without an index)
+    lies outside the sidecar's Parquet statistics, which leave NaNs out."""
+    pool = lake.create_pool("p", key="k")
+    pool.load([pa.table({"k": [1, 2, 3, 4], "f": [-0.0, 0.0, 1.5, float("nan")]})])
+    assert pool.search("f", ["0"]).column("k").to_pylist() == [1, 2]
+    assert pool.search("f", ["nan"]).column("k").to_pylist() == [4]
+    pool.create_index(["f"])
+    assert pool.search("f", [0]).column("k").to_pylist() == [1, 2]
+    assert pool.search("f", ["-0.0"]).column("k").to_pylist() == [1, 2]
+    assert pool.search("f", ["nan"]).column("k").to_pylist() == [4]
+
+
+def test_sql_does_not_prune_on_an_index_of_a_field_no_object_holds(lake: Lake) -> None:
+    """An index on ``status`` of objects holding ``Status`` has empty sidecars, but DuckDB
+    finds ``status`` by any case; and an unqualified column of a joined table is not the
+    pool's: neither may prune the pool's objects away."""
+    pool = lake.create_pool("p", key="k")
+    pool.load([pa.table({"k": [1, 2], "Status": ["failed", "ok"]})])
+    other = lake.create_pool("o", key="k")
+    other.load([pa.table({"k": [1, 2], "team": ["a", "b"]})])
+    pool.create_index(["status", "team"])
+    sql = "SELECT k FROM p WHERE status = 'failed'"
+    assert lake.query(sql).column("k").to_pylist() == [1]
+    joined = "SELECT p.k FROM p JOIN o ON p.k = o.k WHERE team = 'b'"
+    assert lake.query(joined).column("k").to_pylist() == [2]

@@ -97,6 +97,17 @@ def test_files_go_in_submit_order() -> None:
     ]
 
 
+def test_a_newer_file_never_goes_ahead_of_an_older_one() -> None:
+    """An old small file waiting for company holds back a newer one big enough to go
+    alone (with dedup, the last file submitted must win), until it is due itself."""
+    s = BatcherSettings(min_bytes=100, max_bytes=135, max_age=dt.timedelta(minutes=5))
+    files = [qf(1, size=11), qf(2, size=131)]
+    now = plan(files, s, T0)
+    assert now.jobs == [] and [f.id for f in now.waiting] == ["f0001", "f0002"]
+    later = plan(files, s, T0 + dt.timedelta(minutes=6))
+    assert ids(later.jobs) == [["f0001"], ["f0002"]]
+
+
 @st.composite
 def batcher_settings(draw: st.DrawFn) -> BatcherSettings:
     max_files = draw(st.integers(1, 8))
@@ -140,6 +151,14 @@ def test_every_file_ends_in_exactly_one_job_or_waits(
         assert force or aged or full
     for f in p.waiting:  # a file waits only while young
         assert T0 - dt.datetime.fromisoformat(f.submitted) < s.max_age
+    for job in p.jobs:  # and never while a newer file of its branch and format goes
+        for f in job:
+            assert not [
+                w
+                for w in p.waiting
+                if (w.branch, w.fmt) == (f.branch, f.fmt)
+                and (w.submitted, w.id) < (f.submitted, f.id)
+            ]
 
 
 @settings(max_examples=100, deadline=None)
@@ -264,6 +283,27 @@ def test_a_failed_file_may_be_submitted_again(lake: LocalLake, tmp_path: Path) -
     pool.ingest_submit([str(path)])
     assert [j.state for j in pool.ingest_run()] == ["done"]
     assert [f.state for f in pool.ingest_queue()] == ["failed", "done"]
+
+
+def test_a_file_waiting_again_is_not_retried_too(lake: LocalLake, tmp_path: Path) -> None:
+    """Fixed and submitted again, a failed file's old entry cannot be retried as well:
+    the file would be loaded twice (one waiting entry per path, as submit keeps)."""
+    pool = lake.pool("p")
+    path = tmp_path / "late.ndjson"
+    path.write_text("not json\n")
+    (failed,) = pool.ingest_submit([str(path)])
+    assert [j.state for j in pool.ingest_run()] == ["failed"]
+    ndjson(path, range(3))
+    (again,) = pool.ingest_submit([str(path)])
+    with pytest.raises(AlreadyExistsError, match=f"already queued for main \\({again.id}\\)"):
+        pool.ingest_retry([failed.id])
+    assert [(f.id, f.state) for f in pool.ingest_queue()] == [
+        (failed.id, "failed"),
+        (again.id, "queued"),
+    ]
+    (job,) = pool.ingest_run()
+    assert (job.state, job.rows, job.files) == ("done", 3, (again.id,))
+    assert sorted(pool.scan().column("k").to_pylist()) == [0, 1, 2]
 
 
 def test_a_file_gone_before_its_job_fails_the_job(lake: LocalLake, tmp_path: Path) -> None:

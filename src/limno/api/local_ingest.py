@@ -52,7 +52,9 @@ class LocalIngest(RecordPool):
         (a server's uploads: the client's paths)."""
         from limno.pools.ingest_sources import submit
 
-        self.versioned.head(branch)  # a missing branch fails now, not at run time
+        # a missing or protected branch fails now, not at run time (a queued file could
+        # only be committed directly, as a staged object: see limno.core.protection)
+        self.versioned.writable_head(branch)
         return submit(self._ingest_queue(), paths, fmt, branch, copy=copy, names=names)
 
     def ingest_run(

@@ -93,6 +93,7 @@ class LocalPool(LocalIngest, Pool):
         spec = parse_iterators(iterators, self.key.names, file_text=file_text, file_name=file_name)
         if spec.user is not None:
             user_iterators.check(spec.user, self.key)
+        self.config = self.registry.find(self.id)  # the latest: the update is a CAS on it
         settings = dataclasses.replace(self.config.settings, iterators=spec)
         self.config = self.registry.update(self.config, settings=settings)
         return self.config

@@ -287,12 +287,13 @@ def probe(
 
 def _may_hold(bounds: tuple[Any, Any] | None, wanted: Sequence[Any]) -> bool:
     """Whether a sidecar row group whose values lie in ``bounds`` can hold one of
-    ``wanted`` (unknown or incomparable bounds: it can)."""
+    ``wanted`` (unknown or incomparable bounds: it can; so can a NaN, which Parquet's
+    statistics leave out)."""
     if bounds is None:
         return True
     try:
         lo, hi = bounds
-        return any(lo <= w <= hi for w in wanted)
+        return any(w != w or lo <= w <= hi for w in wanted)
     except TypeError:
         return True
 
@@ -336,10 +337,25 @@ def coerce(values: Sequence[Any], typ: pa.DataType) -> list[Any]:
         if v is None or not _same_kind(v, typ):
             continue
         try:
-            out.append(pa.array([v]).cast(typ, safe=True)[0].as_py())
+            value = _one(v, typ).cast(typ, safe=True)[0].as_py()
         except (pa.ArrowException, OverflowError, ValueError, TypeError):
             continue
+        out.append(value)
+        if isinstance(value, float) and value == 0:
+            out.append(-value)  # -0.0 equals 0.0, but Arrow's is_in tells them apart
     return out
+
+
+def _one(v: Any, typ: pa.DataType) -> pa.Array:
+    """``v`` as a one-value array to cast to ``typ``: an integer as a decimal for a
+    decimal type (an int64 fits only a decimal of precision 19 + scale), one beyond
+    int64 as a uint64 (pyarrow infers int64 and overflows)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        if pa.types.is_decimal(typ):
+            return pa.array([decimal.Decimal(v)])
+        if v > 2**63 - 1:
+            return pa.array([v], pa.uint64())
+    return pa.array([v])
 
 
 def _same_kind(v: Any, typ: pa.DataType) -> bool:

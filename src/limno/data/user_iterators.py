@@ -209,6 +209,9 @@ def attach_file(
 # -- loading -------------------------------------------------------------------------------
 _CLASSES: dict[tuple[str | None, str], type] = {}
 _LOCK = threading.Lock()
+#: what the user's code may raise that becomes one error naming it: ``sys.exit()`` in an
+#: iterator file must not end the reading process (a server's) without a word
+_USER_ERRORS = (Exception, SystemExit)
 
 
 def _reason(err: BaseException) -> str:
@@ -240,7 +243,7 @@ def _file_module(user: UserIterator) -> types.ModuleType:
     sys.modules[name] = module  # dataclasses and pickling look classes up by module
     try:
         exec(compile(user.source, module.__file__, "exec"), module.__dict__)  # noqa: S102
-    except Exception as e:
+    except _USER_ERRORS as e:
         sys.modules.pop(name, None)
         raise InvalidInputError(f"iterator {user.label}: cannot load its file: {_reason(e)}") from e
     return module
@@ -262,7 +265,7 @@ def load_class(user: UserIterator) -> type:
             where = f"module {module_name}"
             try:
                 module = importlib.import_module(module_name)
-            except Exception as e:
+            except _USER_ERRORS as e:
                 raise InvalidInputError(
                     f"iterator {user.label}: cannot import {module_name}: {_reason(e)}"
                 ) from e
@@ -284,7 +287,7 @@ def instance(user: UserIterator, key: PoolKey) -> Any:
     cls = load_class(user)
     try:
         return cls(list(key.names), dict(user.options))
-    except Exception as e:
+    except _USER_ERRORS as e:
         raise InvalidInputError(f"iterator {user.label} failed: {_reason(e)}") from e
 
 
@@ -448,7 +451,7 @@ class _Call:
         """An exception of the iterator's code as one error naming it."""
         try:
             yield
-        except Exception as e:
+        except _USER_ERRORS as e:
             if e is self.failure:
                 raise
             raise InvalidInputError(f"iterator {self.user.label} failed: {_reason(e)}") from e

@@ -169,7 +169,9 @@ def plan(
     into runs of at most ``max_files`` files and ``max_bytes`` bytes (a file larger
     than that is a run of its own). A run becomes a job when it holds ``min_files``
     files and ``min_bytes`` bytes, when its oldest file has waited ``max_age``, or
-    with ``force``; the other runs wait for more files or for time to pass.
+    with ``force``; the other runs wait for more files or for time to pass, and so
+    does every newer run of the same group: files of one branch and format are never
+    made into a job ahead of older ones (with ``dedup``, the last file submitted wins).
     """
     groups: dict[tuple[str, str], list[QueuedFile]] = {}
     for f in files:
@@ -187,12 +189,14 @@ def plan(
             size += f.size
         if run:
             runs.append(run)
+        waits = False  # once a run waits, the newer runs of its group wait behind it
         for run in runs:
             big = len(run) >= settings.min_files and sum(f.size for f in run) >= settings.min_bytes
             aged = now - parse_time(run[0].submitted) >= settings.max_age
-            if force or big or aged:
+            if not waits and (force or big or aged):
                 out.jobs.append(run)
             else:
+                waits = True
                 out.waiting.extend(run)
     out.jobs.sort(key=lambda run: (run[0].submitted, run[0].id))  # the oldest files first
     return out
@@ -394,11 +398,20 @@ class IngestQueue:
         def updates(state: StoreState) -> list[Update]:
             changed.clear()
             out: list[Update] = []
+            # as for add: one waiting entry per path and branch (a failed file submitted
+            # again, then retried, would otherwise be loaded twice)
+            waiting = {(f.path, f.branch): f for f in self.files_of(state) if f.pending}
             for f in _named(state, ids):
                 if how == "retry":
                     if f.state != "failed":
                         raise InvalidInputError(f"file {f.id} is {f.state}, not failed")
+                    first = waiting.get((f.path, f.branch))
+                    if first is not None:
+                        raise AlreadyExistsError(
+                            f"{f.name}: already queued for {f.branch} ({first.id})"
+                        )
                     new = replace(f, state="queued", job=None, error=None)
+                    waiting[(f.path, f.branch)] = new
                     out.append(Put(f"f/{f.id}", new.to_json()))
                     changed.append(new)
                 else:

@@ -179,7 +179,7 @@ def _files(queue: IngestQueue, job: IngestJob) -> list[QueuedFile]:
 def _load(pool: RecordPool, job: IngestJob, files: list[QueuedFile], history: _History) -> Commit:
     """Write the job's files and commit them once (see the module docstring)."""
     versioned = pool.versioned
-    versioned.head(job.branch)  # a missing branch fails here, before any work
+    versioned.writable_head(job.branch)  # a missing or protected branch: before any work
     since = versioned.gc.ticket()
     with fetched(pool.storage, files) as local, named_errors(files, local):
         objs = pool.write(local, job.fmt, job.branch)

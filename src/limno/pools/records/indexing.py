@@ -338,7 +338,8 @@ def search(
     if not objs or not wanted:
         return target.empty_table()
     spec_iterators = pool.iterators
-    if spec_iterators and _aggregated(spec_iterators, field):
+    if spec_iterators and (spec_iterators.user is not None or _aggregated(spec_iterators, field)):
+        # a user iterator may change any value but the key: its output is filtered
         return _filtered_scan(pool, commit, field, wanted, target)
     with pool.reading(objs):
         found = _candidates(pool, objs, spec, field, wanted, target)
@@ -458,16 +459,21 @@ def prune(
     objs: Sequence[DataObject],
     commit: str,
     conditions_of: Callable[[str], Sequence[Condition]],
+    schema: pa.Schema | None = None,
 ) -> list[DataObject]:
     """``objs`` (of commit ``commit``) less those whose sidecars rule out a statement's
     equality conditions on indexed fields (``conditions_of(column)``: those of
-    :func:`limno.data.sql_ranges.key_conditions`)."""
+    :func:`limno.data.sql_ranges.key_conditions`). ``schema``: the objects' unified
+    schema, the column types SQL compares (a field it holds in another kind than
+    :func:`_exact_in_sql` is not pruned on)."""
     if not objs or iterators.needs_grouping(pool.iterators):
         return list(objs)
     tests: list[tuple[IndexSpec, list[Any]]] = []
     for spec in specs_at(pool, commit).values():
         if "." in spec.field:
             continue  # SQL names a nested field otherwise: no pruning
+        if schema is not None and not _exact_in_sql(schema, spec.field):
+            continue
         for op, value in conditions_of(spec.field):
             if op == "=":
                 tests.append((spec, [value]))
@@ -486,6 +492,28 @@ def prune(
     ids = list(dict.fromkeys(o.id for o in objs))
     keep = {i for i, ok in zip(ids, _each(may_hold, ids), strict=True) if ok}
     return [o for o in objs if o.id in keep]
+
+
+def _exact_in_sql(schema: pa.Schema, field: str) -> bool:
+    """Whether SQL compares ``field`` of the unified ``schema`` exactly as the sidecars
+    of each object hold it: text, integers, decimals of up to 38 digits, dates and
+    naive times. Not a double (an integer or decimal column unified with a float one,
+    a decimal wider than DuckDB's 38 digits): a constant may then equal a rounded
+    value no sidecar holds; nor a time with a zone (DuckDB reads a naive constant in
+    its session's zone)."""
+    if schema.get_field_index(field) < 0:
+        return False
+    typ = schema.field(field).type
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return bool(
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_integer(typ)
+        or pa.types.is_decimal128(typ)
+        or pa.types.is_date(typ)
+        or (pa.types.is_timestamp(typ) and typ.tz is None)
+    )
 
 
 # -- verify, meta table ------------------------------------------------------------------------

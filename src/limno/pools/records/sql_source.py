@@ -71,7 +71,7 @@ def snapshot_source(
     schema = unify(o.schema for o in everything if o.schema_b64)
     objs = [o for o in everything if may_hold(o, pool.key, conditions)]
     if field_conditions is not None:
-        objs = prune(pool, objs, commit, field_conditions)
+        objs = prune(pool, objs, commit, field_conditions, schema)
     remote = pool.storage.arrow_filesystem()
     direct: list[tuple[str, DataObject]] = []
     rest: list[DataObject] = []

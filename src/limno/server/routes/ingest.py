@@ -4,9 +4,9 @@ Uploads (``ingest/add``, a writer's) are kept in the lake until their job loads 
 so the queue never depends on the client's disk nor on this server's temporary
 files; the upload's path ends in ``add`` on purpose, so the guard treats it as the
 upload it is (``--max-upload-mb``, not the JSON body cap). ``ingest/submit`` queues
-``s3://`` URLs (or paths on this server's disk) that the server reads with its own
-credentials: an admin's (see :mod:`limno.server.authorization` and
-:mod:`limno.api.remote_ingest`).
+``s3://`` URLs that the server reads with its own credentials: an admin's (see
+:mod:`limno.server.authorization` and :mod:`limno.api.remote_ingest`). A path on this
+server's disk cannot be named: a lake admin is not a user of the server's machine.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from limno.errors import InvalidInputError
+from limno.pools.ingest_sources import is_url
 from limno.server.deps import pool_of
 from limno.server.formats import ARROW
 from limno.server.guard import Body
@@ -90,6 +91,12 @@ async def add(
 
 @router.post("/submit", operation_id="ingest_submit", summary="Queue files the server reads")
 def submit(request: Request, pool: str, body: Submit) -> list[dict[str, Any]]:
+    local = [p for p in body.paths if not is_url(p)]
+    if local:
+        raise InvalidInputError(
+            f"{local[0]}: through a server, queue s3:// URLs here; local files are uploaded"
+            " (ingest/add), and a path on the server's disk cannot be named"
+        )
     queued = pool_of(request, pool).ingest_submit(
         body.paths, body.fmt, body.branch, copy=body.keep_copy
     )
