@@ -216,8 +216,8 @@ def test_through_a_server_uploads_are_a_writers_urls_an_admins(
         # not even an admin names a file of the server's own disk
         submit = f"{server.url}/v1/pools/logs/ingest/submit"
         for path in (data, f"file://{data}"):
-            r = httpx.post(submit, json={"paths": [path]}, auth=server.auth, timeout=60)
-            assert r.status_code == 400 and "cannot be named" in r.text, r.text
+            answer = httpx.post(submit, json={"paths": [path]}, auth=server.auth, timeout=60)
+            assert answer.status_code == 400 and "cannot be named" in answer.text, answer.text
         assert (
             len(ok("--lake", server.url, "-f", "ndjson", "ingest", "ls", "-p", "logs").rows()) == 1
         )
