@@ -111,6 +111,8 @@ def test_submit_refuses_what_it_cannot_queue(pool: str, tmp_path: Path) -> None:
     assert "nope.csv: no such file" in r.err
     assert "not stdin" in fail("--lake", pool, "ingest", "submit", "-p", "logs", "-").err
     assert "branch" in fail("--lake", pool, "ingest", "submit", "-p", "logs@nope", good).err
+    err = fail("--lake", pool, "ingest", "run", "-p", "logs@nope").err
+    assert err == "error: branch 'nope' not found\n"
     assert ok("--lake", pool, "ingest", "ls", "-p", "logs", "-f", "ndjson").out == b""
     ok("--lake", pool, "ingest", "submit", "-p", "logs", "-i", "ndjson", good)
     row = ok("--lake", pool, "-f", "ndjson", "ingest", "ls", "-p", "logs").rows()[0]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from limno.errors import NotFoundError
 from limno.pools.records.pool import RecordPool
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class LocalIngest(RecordPool):
     ) -> list[IngestJob]:
         from limno.pools.ingest_runner import run
 
+        if branch is not None and self.versioned.refs.branch(branch) is None:
+            raise NotFoundError(f"branch {branch!r} not found")
         return run(self, branch, force=force, log=log)
 
     def ingest_queue(self) -> list[QueuedFile]:
