@@ -212,3 +212,24 @@ def test_an_s3_lake_is_scanned_in_place_through_pyarrow(s3_uri: str) -> None:
     assert got.num_rows == 490
     safe = query(lake, "SELECT count(*) AS n FROM t WHERE id BETWEEN 250 AND 260", safe=True)
     assert safe.to_pylist() == [{"n": 22}]
+
+
+def test_joins_on_using_and_natural_name_their_pools(lake: Lake) -> None:
+    """DuckDB's own table-name lookup fails on ``JOIN ... USING`` (it binds the
+    columns against tables it does not have): the pools are found in the parse tree,
+    a CTE's name is not taken for a pool."""
+    lake.create_pool("a", key="id")
+    lake.create_pool("b", key="id")
+    load(lake, "a", 0, 5)
+    lake.pool("b").load([pa.table({"id": [3, 4, 9], "w": ["x", "y", "z"]})])
+    for sql in (
+        "SELECT id, v, w FROM a JOIN b USING (id) ORDER BY id",
+        "SELECT id, v, w FROM a NATURAL JOIN b ORDER BY id",
+        "SELECT a.id, v, w FROM a JOIN b ON a.id = b.id ORDER BY a.id",
+    ):
+        assert query(lake, sql).to_pylist() == [
+            {"id": 3, "v": 30, "w": "x"},
+            {"id": 4, "v": 40, "w": "y"},
+        ], sql
+    got = query(lake, "WITH c AS (SELECT 4 AS id) SELECT id, w FROM c JOIN b USING (id)")
+    assert got.to_pylist() == [{"id": 4, "w": "y"}]

@@ -47,7 +47,7 @@ import pyarrow as pa
 from limno.data.objects import DataObject, data_path
 from limno.data.plain_types import map_types
 from limno.data.sql_ranges import key_conditions
-from limno.data.sql_safety import check_query, lock_down, sql_error
+from limno.data.sql_safety import check_query, lock_down, parse_tree, sql_error, tree_nodes
 from limno.engines.query_limits import QueryLimits, Watchdog
 from limno.engines.table_names import (
     MetaTableName,
@@ -97,10 +97,7 @@ def query(
     """
     if safe:
         check_query(sql)
-    try:
-        names = sorted(duckdb.get_table_names(sql))
-    except duckdb.Error as e:
-        raise sql_error(e) from e
+    names = _tables_of(sql)
     if readable is not None:
         for name in names:
             check_readable(name, readable)
@@ -133,6 +130,32 @@ def query(
         raise
     finally:
         con.close()
+
+
+def _tables_of(sql: str) -> list[str]:
+    """The tables ``sql`` names, but its own CTEs.
+
+    DuckDB's ``get_table_names`` binds a join's ``USING`` columns against tables it
+    does not have (a Binder Error for ``FROM a JOIN b USING (k)``): then the names
+    come from the parse tree instead, less the names its ``WITH`` clauses define.
+    """
+    try:
+        return sorted(duckdb.get_table_names(sql))
+    except duckdb.BinderException:
+        pass
+    except duckdb.Error as e:
+        raise sql_error(e) from e
+    tables: set[str] = set()
+    ctes: set[str] = set()
+    for node in tree_nodes(parse_tree(sql)):
+        if node.get("type") == "BASE_TABLE":
+            tables.add(str(node.get("table_name", "")))
+        cte_map = node.get("cte_map")
+        if isinstance(cte_map, dict):
+            ctes.update(
+                str(e.get("key", "")) for e in cte_map.get("map", []) if isinstance(e, dict)
+            )
+    return sorted(tables - ctes - {""})
 
 
 def _answer(con: duckdb.DuckDBPyConnection, sql: str, limits: QueryLimits) -> pa.Table:
