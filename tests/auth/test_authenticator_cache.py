@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from limno.api.local import LocalLake
-from limno.auth.store import AuthStore
+from limno.auth.store import AuthStore, KeySecret
 from limno.auth.verify import Authenticator
 from limno.errors import UnauthenticatedError
 
@@ -52,4 +52,27 @@ def test_forget_and_new_keys_take_effect_at_once(tmp_path: Path) -> None:
     store.delete_key(key.access_key_id)
     auth.forget()
     with pytest.raises(UnauthenticatedError):
+        auth.authenticate(key.access_key_id, key.secret_access_key)
+
+
+def test_a_lookup_that_a_forget_overtook_is_not_remembered(tmp_path: Path) -> None:
+    """A change lands, and its forget runs, while a lookup is reading the store: what
+    that lookup read may predate the change, so it is not remembered (it would be
+    served for the cache's whole lifetime, undoing the forget)."""
+    store = AuthStore(LocalLake.init(str(tmp_path / "lake")).storage, SECRET)
+    _, key = store.create_user("cy", "developer")
+    assert key is not None
+    auth = Authenticator(store, ttl=5.0, clock=Clock())
+    read = store.key_secret
+
+    def read_then_change(access_key_id: str) -> KeySecret | None:
+        found = read(access_key_id)  # what the store held when the lookup read it
+        store.delete_key(access_key_id)  # the change lands, then its forget
+        auth.forget()
+        return found
+
+    store.key_secret = read_then_change  # type: ignore[method-assign,assignment]
+    assert auth.authenticate(key.access_key_id, key.secret_access_key).name == "cy"
+    store.key_secret = read  # type: ignore[method-assign]
+    with pytest.raises(UnauthenticatedError):  # not served from a stale memory
         auth.authenticate(key.access_key_id, key.secret_access_key)

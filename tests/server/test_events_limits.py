@@ -124,13 +124,15 @@ def _client(served: Served, env: dict[str, str] | None = None) -> httpx.Client:
 
 def _past(stream: Stream, lake: Lake, branch: str) -> list[Message]:
     """Make ``branch`` in pool other, then read ``stream`` until it has surely passed
-    that event (told it or left it out): what it told meanwhile. Two branches of logs
-    follow, the second made once the first is told: a feed reads every journal once
-    per round, so the round telling the second comes after the one that read other's
-    branch, whichever of the two pools a round reads first."""
+    that event (told it or left it out): what it told meanwhile. Three branches of
+    logs follow, each made once the one before is told. A feed reads every journal
+    once per round, rounds one after another, and tells what it reads as it goes: the
+    round telling the first mark may have read other before the branch was made, and
+    the next one may tell the second mark before it reads other; the round telling
+    the third began after that one ended, so it comes after other's branch was read."""
     lake.pool("other").branch(branch)
     told: list[Message] = []
-    for mark in (f"{branch}-mark", f"{branch}-mark-2"):
+    for mark in (f"{branch}-mark", f"{branch}-mark-2", f"{branch}-mark-3"):
         lake.pool("logs").branch(mark)
         told += stream.until(_branch(mark))
     return told
@@ -198,7 +200,7 @@ def test_a_grant_taken_away_filters_an_open_stream_of_every_pool(
         else:
             pytest.fail("other's events kept coming after its grant was taken away")
         told = _past(stream, lake, "hidden-last")
-    assert [m.pool for m in told] == ["logs", "logs"], told
+    assert [m.pool for m in told] == ["logs", "logs", "logs"], told
     assert all(m.event != "error" for m in told)  # filtered, not ended
 
 

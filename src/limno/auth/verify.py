@@ -87,6 +87,9 @@ class Authenticator:
         self._clock = clock
         self._cache: dict[str, tuple[float, KeySecret]] = {}
         self._lock = threading.Lock()
+        #: bumped by :meth:`forget`: a lookup that read the store before a forget must
+        #: not remember what it read (the change being forgotten may postdate it)
+        self._generation = 0
 
     def _remembered(self, access_key_id: str) -> KeySecret | None:
         """The key as remembered, if it still is (no I/O)."""
@@ -102,11 +105,13 @@ class Authenticator:
         if (hit := self._remembered(access_key_id)) is not None:
             return hit
         now = self._clock()
+        with self._lock:
+            generation = self._generation
         found = self.store.key_secret(access_key_id)
         with self._lock:
             if found is None:
                 self._cache.pop(access_key_id, None)
-            else:
+            elif generation == self._generation:
                 if len(self._cache) >= _CACHE_SIZE:
                     self._cache.clear()
                 self._cache[access_key_id] = (now + self._ttl, found)
@@ -116,6 +121,7 @@ class Authenticator:
         """Drop what is remembered (after a change to users, keys or grants)."""
         with self._lock:
             self._cache.clear()
+            self._generation += 1
 
     def authenticate(self, access_key_id: str | None, secret: str | None) -> User:
         """The user whose key this is; UnauthenticatedError when credentials are missing
