@@ -338,6 +338,8 @@ def _varint(n: int) -> bytes:
             {"name": "b", "type": {"type": "fixed", "name": "f", "size": 0}},
         ],
         [{"name": "a", "type": {"type": "array", "items": "null"}}],
+        [{"name": "n", "type": "long"}, {"name": "a", "type": {"type": "array", "items": "null"}}],
+        [{"name": "a", "type": ["null", {"type": "array", "items": "null"}]}],
     ],
 )
 def test_avro_values_of_no_bytes_are_refused(

@@ -212,6 +212,8 @@ def check_avro_widths(name: str, schema: Any) -> None:
         if isinstance(s, str):
             return s == "null" or named.get(s, False)
         if isinstance(s, list):
+            for branch in s:  # its arrays, and the types it defines
+                empty(branch)
             return False  # a union writes its branch index
         if not isinstance(s, dict):
             return False
@@ -220,7 +222,7 @@ def check_avro_widths(name: str, schema: Any) -> None:
         if kind in ("record", "error"):
             fields = s.get("fields") or []
             _name(s, False)  # a reference while it is being defined is a recursion
-            out = all(empty(f.get("type")) for f in fields if isinstance(f, dict))
+            out = all([empty(f.get("type")) for f in fields if isinstance(f, dict)])  # each
         elif kind == "fixed":
             out = s.get("size") == 0
         elif kind == "array":
