@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import os
@@ -254,8 +255,10 @@ def test_time_travel(lake: str, tmp_path: Path) -> None:
     assert len(keys_of(ok("--lake", lake, "scan", "-p", f"logs@{ids[1][:12]}"))) == 5
     log = ok("--lake", lake, "log", "-p", "logs", "-f", "json")
     dates = {c["id"]: c["date"] for c in json.loads(log.text)}
-    as_of = dates[ids[2]]  # when the third commit was made, main still had two loads
-    assert len(keys_of(ok("--lake", lake, "scan", "-p", "logs", "--as-of", as_of))) == 5
+    as_of = dates[ids[2]]  # the third commit's own date: the branch with that commit
+    assert len(keys_of(ok("--lake", lake, "scan", "-p", "logs", "--as-of", as_of))) == 9
+    just_before = (dt.datetime.fromisoformat(as_of) - dt.timedelta(microseconds=1)).isoformat()
+    assert len(keys_of(ok("--lake", lake, "scan", "-p", "logs", "--as-of", just_before))) == 5
     assert (
         "did not exist"
         in fail("--lake", lake, "scan", "-p", "logs", "--as-of", "2000-01-01T00:00:00").err

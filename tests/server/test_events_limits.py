@@ -15,94 +15,18 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from bounded import read_line, wait_until
+from events_support import BOUND, Message, Stream, connect
 from limno import Lake
 from limno.api.local import LocalLake
 from limno.api.local_auth import LocalAuth
 from server_support import Served, served_user, start_server
-
-#: every wait of these tests is bounded by this (seconds)
-BOUND = 30.0
-
-
-@dataclass
-class Message:
-    event: str | None
-    data: dict[str, Any] | None
-    id: str | None
-
-    @property
-    def branch(self) -> str | None:
-        return None if self.data is None else self.data.get("data", {}).get("branch")
-
-    @property
-    def pool(self) -> str | None:
-        return None if self.data is None else self.data.get("pool")
-
-
-class Stream:
-    """One SSE response, read message by message."""
-
-    def __init__(
-        self, client: httpx.Client, params: dict[str, Any] | None = None, path: str = "/v1/events"
-    ) -> None:
-        self.cm = client.stream("GET", path, params={"heartbeat": "0.2", **(params or {})})
-        self.response = self.cm.__enter__()
-        self.lines = self.response.iter_lines()
-
-    def close(self) -> None:
-        self.cm.__exit__(None, None, None)
-
-    def next(self) -> Message | None:
-        """The next message, a keep-alive comment as an empty one (so that a caller
-        waiting for an event sees time pass); None: the stream ended."""
-        event, data, id = None, None, None
-        for line in self.lines:
-            if line.startswith(":"):
-                return Message(None, None, None)
-            if not line:
-                if event or data or id:
-                    return Message(event, data, id)
-                continue
-            name, _, value = line.partition(": ")
-            if name == "event":
-                event = value
-            elif name == "data":
-                data = json.loads(value)
-            elif name == "id":
-                id = value
-        return None
-
-    def until(self, done: Callable[[Message], bool]) -> list[Message]:
-        """Events up to and including the first that is ``done``."""
-        deadline = time.monotonic() + BOUND
-        got: list[Message] = []
-        while not got or not done(got[-1]):
-            assert time.monotonic() < deadline, f"only {got} before the deadline"
-            m = self.next()
-            assert m is not None, f"stream ended after {got}"
-            if m.event is not None:
-                got.append(m)
-        return got
-
-    def rest(self) -> list[Message]:
-        """Every event until the server ends the stream."""
-        deadline = time.monotonic() + BOUND
-        got: list[Message] = []
-        while (m := self.next()) is not None:
-            assert time.monotonic() < deadline, f"still open after {got}"
-            if m.event is not None:
-                got.append(m)
-        return got
 
 
 @pytest.fixture
@@ -114,12 +38,6 @@ def streams() -> Iterator[list[Stream]]:
     finally:
         for stream in opened:
             stream.close()
-
-
-def _client(served: Served, env: dict[str, str] | None = None) -> httpx.Client:
-    env = served.env if env is None else env
-    auth = httpx.BasicAuth(env["LIMNO_ACCESS_KEY_ID"], env["LIMNO_SECRET_ACCESS_KEY"])
-    return httpx.Client(base_url=served.url, auth=auth, timeout=BOUND)
 
 
 def _past(stream: Stream, lake: Lake, branch: str) -> list[Message]:
@@ -138,34 +56,15 @@ def _past(stream: Stream, lake: Lake, branch: str) -> list[Message]:
     return told
 
 
-@pytest.fixture(scope="module")
-def lake_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    lake = str(tmp_path_factory.mktemp("events-limits") / "lake")
-    Lake.init(lake)
-    opened = Lake.open(lake)
-    opened.create_pool("logs", key="ts")
-    opened.create_pool("other", key="ts")
-    return lake
-
-
-@pytest.fixture(scope="module")
-def server(lake_dir: str) -> Iterator[Served]:
-    served = start_server(lake_dir, "--events-heartbeat", "0.2")
-    try:
-        yield served
-    finally:
-        assert served.stop() == 0, served.lines
-
-
 def test_a_grant_taken_away_ends_a_stream_of_that_pool(
-    server: Served, lake_dir: str, streams: list[Stream]
+    events_server: Served, events_lake: str, streams: list[Stream]
 ) -> None:
-    env = served_user(server, "ann", "analyst")
-    with _client(server, env) as ann, _client(server) as admin:
+    env = served_user(events_server, "ann", "analyst")
+    with connect(events_server, env) as ann, connect(events_server) as admin:
         stream = Stream(ann, {"pool": "other"})
         streams.append(stream)
         assert stream.next() is not None  # open: its starting point
-        Lake.open(lake_dir).pool("other").branch("before")
+        Lake.open(events_lake).pool("other").branch("before")
         assert stream.until(lambda m: m.branch == "before")[-1].event == "branch.created"
         took = admin.put("/v1/auth/users/ann/grants/other", json={"level": "none"})
         assert took.status_code == 200, took.text
@@ -179,11 +78,11 @@ def test_a_grant_taken_away_ends_a_stream_of_that_pool(
 
 
 def test_a_grant_taken_away_filters_an_open_stream_of_every_pool(
-    server: Served, lake_dir: str, streams: list[Stream]
+    events_server: Served, events_lake: str, streams: list[Stream]
 ) -> None:
-    env = served_user(server, "bea", "analyst")
-    lake = Lake.open(lake_dir)
-    with _client(server, env) as bea, _client(server) as admin:
+    env = served_user(events_server, "bea", "analyst")
+    lake = Lake.open(events_lake)
+    with connect(events_server, env) as bea, connect(events_server) as admin:
         stream = Stream(bea)
         streams.append(stream)
         assert stream.next() is not None
@@ -205,24 +104,30 @@ def test_a_grant_taken_away_filters_an_open_stream_of_every_pool(
 
 
 def test_a_deleted_key_or_user_ends_open_streams(
-    server: Served, lake_dir: str, streams: list[Stream]
+    events_server: Served, events_lake: str, streams: list[Stream]
 ) -> None:
-    cid = served_user(server, "cid", "analyst")
-    dee = served_user(server, "dee", "developer")
-    with _client(server, cid) as by_cid, _client(server, dee) as by_dee, _client(server) as admin:
+    cid = served_user(events_server, "cid", "analyst")
+    dee = served_user(events_server, "dee", "developer")
+    with (
+        connect(events_server, cid) as by_cid,
+        connect(events_server, dee) as by_dee,
+        connect(events_server) as admin,
+    ):
         cids, dees = Stream(by_cid), Stream(by_dee, {"pool": "logs"})
         streams.extend([cids, dees])
         for stream in (cids, dees):
             assert stream.next() is not None
-        Lake.open(lake_dir).pool("logs").branch("seen-by-both")
+        Lake.open(events_lake).pool("logs").branch("seen-by-both")
         for stream in (cids, dees):
             assert stream.until(lambda m: m.branch == "seen-by-both")
         # the user next to the lake (another process: the server sees it once its few
         # seconds of cache are up), then the key through the server (it forgets at once)
-        assert server.secret is not None
-        LocalAuth(LocalLake.open(lake_dir), server_secret=server.secret).delete_user("dee")
+        assert events_server.secret is not None
+        LocalAuth(LocalLake.open(events_lake), server_secret=events_server.secret).delete_user(
+            "dee"
+        )
         ended = [dees.rest()]  # before the server changes anything itself: its cache expires
-        Lake.open(lake_dir).pool("logs").branch("after-dee")
+        Lake.open(events_lake).pool("logs").branch("after-dee")
         assert cids.until(lambda m: m.branch == "after-dee")  # the others' streams go on
         gone = admin.delete(f"/v1/auth/keys/{cid['LIMNO_ACCESS_KEY_ID']}")
         assert gone.status_code == 200, gone.text
@@ -267,7 +172,7 @@ def full(tmp_path: Path) -> Iterator[Served]:
 def test_one_stream_over_the_cap_gets_503_until_a_slot_frees(
     full: Served, streams: list[Stream]
 ) -> None:
-    with _client(full) as client:
+    with connect(full) as client:
         assert _open(client, streams).status_code == 200
         assert _open(client, streams).status_code == 200
         for path in ("/v1/events", "/events"):  # the short path counts the same streams
@@ -304,7 +209,7 @@ def _short(client: httpx.Client) -> list[str]:
 
 
 def test_watch_waits_for_a_full_server_and_gets_in(full: Served, streams: list[Stream]) -> None:
-    with _client(full) as client:
+    with connect(full) as client:
         assert _open(client, streams).status_code == 200
         assert _open(client, streams).status_code == 200
         watch = subprocess.Popen(

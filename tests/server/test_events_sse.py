@@ -4,20 +4,14 @@ journals, so changes made by other processes next to the lake appear too."""
 from __future__ import annotations
 
 import json
-import os
 import queue
-import subprocess
-import sys
 import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from events_support import BOUND, Stream, connect, limno
 from limno import Lake
 from limno.api.local import LocalLake
 from limno.api.local_auth import LocalAuth
@@ -25,114 +19,24 @@ from limno.api.remote import RemoteLake
 from limno.pools.events import Event
 from server_support import Served, served_user, start_server
 
-#: every wait of these tests is bounded by this (seconds)
-BOUND = 30.0
-
-
-@dataclass
-class Message:
-    event: str | None
-    data: dict[str, Any] | None
-    id: str | None
-    comment: bool = False
-
-
-class Stream:
-    """One SSE response read message by message, each read bounded by a deadline."""
-
-    def __init__(self, client: httpx.Client, params: dict[str, Any], **headers: str) -> None:
-        self.client = client
-        self.cm = client.stream("GET", "/v1/events", params=params, headers=headers)
-        self.response = self.cm.__enter__()
-        self.lines = self.response.iter_lines()
-
-    def close(self) -> None:
-        self.cm.__exit__(None, None, None)
-
-    def next(self) -> Message | None:
-        """The next message or comment (None: the stream ended)."""
-        event, data, id = None, None, None
-        for line in self.lines:
-            if line.startswith(":"):
-                return Message(None, None, None, comment=True)
-            if not line:
-                if event or data or id:
-                    return Message(event, data, id)
-                continue
-            name, _, value = line.partition(": ")
-            if name == "event":
-                event = value
-            elif name == "data":
-                data = json.loads(value)
-            elif name == "id":
-                id = value
-        return None
-
-    def events(self, n: int, deadline: float | None = None) -> list[Message]:
-        """The next ``n`` events (keep-alives and bare ids skipped)."""
-        end = deadline or time.monotonic() + BOUND
-        got: list[Message] = []
-        while len(got) < n:
-            assert time.monotonic() < end, f"only {got} before the deadline"
-            m = self.next()
-            assert m is not None, f"stream ended after {got}"
-            if m.event is not None:
-                got.append(m)
-        return got
-
-
-def _client(served: Served, env: dict[str, str] | None = None) -> httpx.Client:
-    env = served.env if env is None else env
-    auth = httpx.BasicAuth(env["LIMNO_ACCESS_KEY_ID"], env["LIMNO_SECRET_ACCESS_KEY"])
-    # the server sends keep-alives every 0.2 s (heartbeat below): a read never waits long
-    return httpx.Client(base_url=served.url, auth=auth, timeout=BOUND)
-
-
-def _limno(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "limno", *args],
-        capture_output=True,
-        text=True,
-        timeout=BOUND * 2,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def lake_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    lake = str(tmp_path_factory.mktemp("events") / "lake")
-    Lake.init(lake)
-    opened = Lake.open(lake)
-    opened.create_pool("logs", key="ts")
-    opened.create_pool("other", key="ts")
-    return lake
-
-
-@pytest.fixture(scope="module")
-def server(lake_dir: str) -> Iterator[Served]:
-    proc = start_server(lake_dir, "--events-heartbeat", "0.2")
-    try:
-        yield proc
-    finally:
-        assert proc.stop() == 0, proc.lines
-
 
 def _load_by_cli(lake: str, pool: str, tmp_path: Path, message: str, n: int = 3) -> None:
     data = tmp_path / f"{pool}-{message}.ndjson"
     data.write_text("".join(f'{{"ts": {i}, "v": "x{i}"}}\n' for i in range(n)))
-    done = _limno("--lake", lake, "load", "-p", pool, "-m", message, str(data))
+    done = limno("--lake", lake, "load", "-p", pool, "-m", message, str(data))
     assert done.returncode == 0, done.stderr
 
 
-def test_commit_by_another_process_appears(server: Served, lake_dir: str, tmp_path: Path) -> None:
-    with _client(server) as client:
+def test_commit_by_another_process_appears(
+    events_server: Served, events_lake: str, tmp_path: Path
+) -> None:
+    with connect(events_server) as client:
         stream = Stream(client, {})
         try:
             assert stream.response.headers["content-type"].startswith("text/event-stream")
             first = stream.next()  # the starting point: an id alone
             assert first is not None and first.id and first.event is None
-            _load_by_cli(lake_dir, "logs", tmp_path, "by the cli")
+            _load_by_cli(events_lake, "logs", tmp_path, "by the cli")
             commit, moved = stream.events(2)
         finally:
             stream.close()
@@ -148,8 +52,8 @@ def test_commit_by_another_process_appears(server: Served, lake_dir: str, tmp_pa
     assert moved.data["data"]["old"] == commit.data["data"]["parents"][0]
 
 
-def test_pool_filter_and_heartbeat(server: Served, lake_dir: str, tmp_path: Path) -> None:
-    with _client(server) as client:
+def test_pool_filter_and_heartbeat(events_server: Served, events_lake: str, tmp_path: Path) -> None:
+    with connect(events_server) as client:
         stream = Stream(client, {"pool": "other", "heartbeat": "0.2"})
         try:
             comments = 0
@@ -157,8 +61,8 @@ def test_pool_filter_and_heartbeat(server: Served, lake_dir: str, tmp_path: Path
                 m = stream.next()
                 assert m is not None
                 comments += m.comment
-            _load_by_cli(lake_dir, "logs", tmp_path, "not watched")
-            _load_by_cli(lake_dir, "other", tmp_path, "watched")
+            _load_by_cli(events_lake, "logs", tmp_path, "not watched")
+            _load_by_cli(events_lake, "other", tmp_path, "watched")
             (commit,) = stream.events(1)
         finally:
             stream.close()
@@ -166,10 +70,12 @@ def test_pool_filter_and_heartbeat(server: Served, lake_dir: str, tmp_path: Path
     assert (commit.data["pool"], commit.data["data"]["message"]) == ("other", "watched")
 
 
-def test_resume_gives_exactly_the_rest(server: Served, lake_dir: str, tmp_path: Path) -> None:
-    _load_by_cli(lake_dir, "logs", tmp_path, "one")
-    _load_by_cli(lake_dir, "other", tmp_path, "two")
-    with _client(server) as client:
+def test_resume_gives_exactly_the_rest(
+    events_server: Served, events_lake: str, tmp_path: Path
+) -> None:
+    _load_by_cli(events_lake, "logs", tmp_path, "one")
+    _load_by_cli(events_lake, "other", tmp_path, "two")
+    with connect(events_server) as client:
         everything = Stream(client, {"from_start": "1", "follow": "0"})
         try:
             told = []
@@ -191,7 +97,7 @@ def test_resume_gives_exactly_the_rest(server: Served, lake_dir: str, tmp_path: 
             ({"after": start}, {}),
         ]
         for params, headers in tries:
-            rest = Stream(client, {"follow": "0", **params}, **headers)
+            rest = Stream(client, {"follow": "0", **params}, headers=headers)
             try:
                 again = rest.events(len(events) - half)  # the rest, then the end
             finally:
@@ -203,27 +109,29 @@ def test_resume_gives_exactly_the_rest(server: Served, lake_dir: str, tmp_path: 
         assert bad.status_code == 400 and "invalid event id" in bad.json()["detail"]
 
 
-def test_watch_prints_the_same_remote_as_local(server: Served, lake_dir: str) -> None:
-    n = len(list(Lake.open(lake_dir).events(None, None, follow=False)))
+def test_watch_prints_the_same_remote_as_local(events_server: Served, events_lake: str) -> None:
+    n = len(list(Lake.open(events_lake).events(None, None, follow=False)))
     args = ("watch", "--from-start", "--exit-after", str(n), "-f", "ndjson")
-    local = _limno("--lake", lake_dir, *args)
-    remote = _limno("--lake", server.url, *args, env=server.env)
+    local = limno("--lake", events_lake, *args)
+    remote = limno("--lake", events_server.url, *args, env=events_server.env)
     assert (remote.returncode, remote.stderr) == (0, ""), remote.stderr
     assert remote.stdout == local.stdout
     assert len(remote.stdout.splitlines()) == n
-    quiet = _limno("--lake", server.url, "watch", "--timeout", "1s", env=server.env)
+    quiet = limno("--lake", events_server.url, "watch", "--timeout", "1s", env=events_server.env)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")  # stop is noticed
     table = ("watch", "--from-start", "--exit-after", "2", "logs")
-    assert _limno("--lake", server.url, *table, env=server.env).stdout == (
-        _limno("--lake", lake_dir, *table).stdout
+    assert limno("--lake", events_server.url, *table, env=events_server.env).stdout == (
+        limno("--lake", events_lake, *table).stdout
     )
 
 
-def test_readers_see_only_pools_they_may_read(server: Served, lake_dir: str) -> None:
-    env = served_user(server, "ann", "analyst")
-    assert server.secret is not None
-    LocalAuth(LocalLake.open(lake_dir), server_secret=server.secret).grant("ann", "other", "none")
-    with _client(server, env) as client:
+def test_readers_see_only_pools_they_may_read(events_server: Served, events_lake: str) -> None:
+    env = served_user(events_server, "ann", "analyst")
+    assert events_server.secret is not None
+    LocalAuth(LocalLake.open(events_lake), server_secret=events_server.secret).grant(
+        "ann", "other", "none"
+    )
+    with connect(events_server, env) as client:
         stream = Stream(client, {"from_start": "1", "follow": "0"})
         try:
             seen = set()
@@ -234,7 +142,7 @@ def test_readers_see_only_pools_they_may_read(server: Served, lake_dir: str) -> 
             stream.close()
         assert seen == {"logs"}
         assert client.get("/v1/events", params={"pool": "other"}).status_code == 403
-    with httpx.Client(base_url=server.url, timeout=BOUND) as anonymous:
+    with httpx.Client(base_url=events_server.url, timeout=BOUND) as anonymous:
         assert anonymous.get("/v1/events").status_code == 401
 
 
@@ -243,7 +151,7 @@ def test_sigterm_ends_open_streams_and_exits_0(tmp_path: Path) -> None:
     Lake.init(lake)
     served = start_server(lake)  # the default heartbeat (15 s): streams must be ended
     try:
-        with _client(served) as client:
+        with connect(served) as client:
             streams = [Stream(client, {}), Stream(client, {"from_start": "1"})]
             try:
                 for stream in streams:
@@ -309,9 +217,9 @@ def _take(got: queue.Queue[Event | BaseException]) -> Event:
     return item
 
 
-def test_short_path_serves_the_same_stream(server: Served) -> None:
+def test_short_path_serves_the_same_stream(events_server: Served) -> None:
     """``/events`` (SPEC.md, ``curl -N HOST/events``) is ``/v1/events``: same events, same auth."""
-    with _client(server) as client:
+    with connect(events_server) as client:
         long = Stream(client, {"from_start": "1", "follow": "0"})
         try:
             want = [m.data for m in iter(long.next, None) if m.event is not None]
@@ -326,5 +234,5 @@ def test_short_path_serves_the_same_stream(server: Served) -> None:
                 if line.startswith("data: ")
             ]
     assert want and got[: len(want)] == want
-    with httpx.Client(base_url=server.url, timeout=BOUND) as anonymous:
+    with httpx.Client(base_url=events_server.url, timeout=BOUND) as anonymous:
         assert anonymous.get("/events").status_code == 401

@@ -5,61 +5,29 @@ printing what it prints on the lake's path. Every wait is bounded."""
 
 from __future__ import annotations
 
-import os
 import queue
-import subprocess
-import sys
 import threading
-from collections.abc import Iterator
 
 import pytest
 
+from events_support import BOUND, limno
 from limno import Event, Lake
 from limno.api.remote import RemoteLake
-from server_support import Served, start_server
-
-#: every wait of these tests is bounded by this (seconds)
-BOUND = 30.0
-
-
-def limno(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "limno", *args],
-        capture_output=True,
-        text=True,
-        timeout=BOUND * 2,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def lake_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    lake = str(tmp_path_factory.mktemp("protect-events") / "lake")
-    Lake.init(lake).create_pool("logs", key="ts").branch("dev")
-    return lake
-
-
-@pytest.fixture(scope="module")
-def server(lake_dir: str) -> Iterator[Served]:
-    proc = start_server(lake_dir, "--events-heartbeat", "0.2")
-    try:
-        yield proc
-    finally:
-        assert proc.stop() == 0, proc.lines
+from server_support import Served
 
 
 def test_the_stream_tells_a_protect_made_by_another_process(
-    server: Served, lake_dir: str, monkeypatch: pytest.MonkeyPatch
+    events_server: Served, events_lake: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in server.env.items():
+    for name, value in events_server.env.items():
         monkeypatch.setenv(name, value)
+    Lake.open(events_lake).pool("logs").branch("dev")
     # resumed after the last event so far: the stream tells what comes next, whenever
     # the server starts reading it
-    *_, last = Lake.open(lake_dir).events(None, None, follow=False)
+    *_, last = Lake.open(events_lake).events(None, None, follow=False)
     stop = threading.Event()
     box: queue.Queue[Event] = queue.Queue()
-    with RemoteLake.open(server.url) as remote:
+    with RemoteLake.open(events_server.url) as remote:
         events = remote.events("logs", last.id, stop=stop, poll_interval=0.05)
 
         def follow() -> None:
@@ -70,7 +38,7 @@ def test_the_stream_tells_a_protect_made_by_another_process(
         thread.start()
         try:
             for command in ("protect", "unprotect"):
-                done = limno("--lake", lake_dir, "branch", command, "-p", "logs", "dev")
+                done = limno("--lake", events_lake, "branch", command, "-p", "logs", "dev")
                 assert done.returncode == 0, done.stderr
             got = [box.get(timeout=BOUND) for _ in range(2)]
         finally:
@@ -84,19 +52,21 @@ def test_the_stream_tells_a_protect_made_by_another_process(
     assert "since" in got[0].data and got[1].data == {"branch": "dev"}
 
 
-def test_watch_prints_the_same_remote_as_local(server: Served, lake_dir: str) -> None:
-    made = limno("--lake", server.url, "branch", "protect", "-p", "logs", "main", env=server.env)
+def test_watch_prints_the_same_remote_as_local(events_server: Served, events_lake: str) -> None:
+    url, env = events_server.url, events_server.env
+    made = limno("--lake", url, "branch", "protect", "-p", "logs", "main", env=env)
     assert made.returncode == 0, made.stderr  # through the server (an admin's)
-    n = len(list(Lake.open(lake_dir).events(None, None, follow=False)))
+    n = len(list(Lake.open(events_lake).events(None, None, follow=False)))
     args = ("watch", "--from-start", "--exit-after", str(n), "-f", "ndjson")
-    local = limno("--lake", lake_dir, *args)
-    remote = limno("--lake", server.url, *args, env=server.env)
+    local = limno("--lake", events_lake, *args)
+    remote = limno("--lake", url, *args, env=env)
     assert (remote.returncode, remote.stderr) == (0, ""), remote.stderr
     assert remote.stdout == local.stdout
     assert '"type": "branch.protected"' in local.stdout
-    table = ("watch", "--from-start", "--exit-after", str(n), "-f", "table", "logs")
-    lines = limno("--lake", server.url, *table, env=server.env).stdout.splitlines()
-    assert lines == limno("--lake", lake_dir, *table).stdout.splitlines()
+    of_logs = len(list(Lake.open(events_lake).events("logs", None, follow=False)))
+    table = ("watch", "--from-start", "--exit-after", str(of_logs), "-f", "table", "logs")
+    lines = limno("--lake", url, *table, env=env).stdout.splitlines()
+    assert lines == limno("--lake", events_lake, *table).stdout.splitlines()
     assert any(
         "branch.protected" in line and "main: only merges may move it" in line for line in lines
     )

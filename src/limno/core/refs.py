@@ -4,7 +4,8 @@ Branches and tags live in a journal store at ``<pool-id>/branches/``, keyed
 ``branch:<name>`` and ``tag:<name>`` with value ``{"commit": id}``. A branch moves
 only by compare-and-swap (the journal entry requires the old head), so reading a
 branch head is one journal open: O(1), whatever the history length. The journal's
-timestamps give ``--as-of``.
+timestamps, and the dates of the commits landed just after a time, give ``--as-of``
+(:meth:`RefStore.branch_as_of`).
 
 A ref expression is ``name``, ``name~N`` or a commit id (or an unambiguous prefix
 of one), where ``name`` is a branch or a tag.
@@ -20,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from limno.core.commits import CommitStore
 from limno.core.protection import DELETE, Protection
-from limno.errors import AlreadyExistsError, InvalidInputError, NotFoundError
+from limno.errors import AlreadyExistsError, InvalidInputError, LimnoError, NotFoundError
 from limno.journal import (
     AssertAbsent,
     AssertEquals,
@@ -169,21 +170,48 @@ class RefStore:
         self.journal.commit([Remove(f"tag:{name}")])
 
     def branch_as_of(self, name: str, when: dt.datetime) -> str:
-        """Where branch ``name`` pointed at time ``when``."""
+        """Where branch ``name`` pointed at time ``when``, a commit made at or before
+        ``when`` included.
+
+        The journal stamps a branch move when it lands, a moment after the commit it
+        lands was made (dated): a commit dated ``when`` lands after ``when``. So the
+        branch's first move after ``when`` counts too when it lands a commit made for
+        it by then (:meth:`_made_for`), not one that merely came to it later (a
+        fast-forward to another branch's commit, a reset)."""
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
         key = f"branch:{name}"
         found: str | None = None
+        landed: set[str] = set()  # the commits some ref pointed at so far
         for _, entry in self.journal.history():
-            ts = dt.datetime.fromisoformat(entry["ts"])
-            if ts > when:
-                break
+            later = dt.datetime.fromisoformat(entry["ts"]) > when
             for u in entry["updates"]:
-                if u["key"] == key:
-                    found = u["value"]["commit"] if u["op"] == "put" else None
+                value = u.get("value") if u["op"] == "put" else None
+                new = value.get("commit") if isinstance(value, dict) else None
+                if u["key"] == key and (not later or self._made_for(new, found, landed, when)):
+                    found = new
+                if isinstance(new, str):
+                    landed.add(new)
+            if later and any(u["key"] == key for u in entry["updates"]):
+                break
         if found is None:
             raise NotFoundError(f"branch {name!r} did not exist at {when.isoformat()}")
         return found
+
+    def _made_for(self, commit: Any, head: str | None, landed: set[str], when: dt.datetime) -> bool:
+        """Whether a branch move to ``commit`` from ``head`` lands a commit made on
+        ``head`` at or before ``when``: one no ref pointed at before (it is new),
+        whose first parent is ``head`` (none for a branch's first commit)."""
+        if not isinstance(commit, str) or commit in landed:
+            return False
+        try:
+            made = self.commits.get(commit)
+        except LimnoError:
+            return False  # unreadable: the move counts from when it landed, as before
+        if made.parents[:1] != ((head,) if head is not None else ()):
+            return False
+        made_at = made.time
+        return (made_at if made_at.tzinfo else made_at.replace(tzinfo=dt.UTC)) <= when
 
     # -- resolution ----------------------------------------------------------
     def resolve(self, ref: str | None, as_of: dt.datetime | None = None) -> Resolved:

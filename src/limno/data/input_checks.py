@@ -41,8 +41,7 @@ from limno.errors import InvalidInputError
 __all__ = [
     "MAX_NESTING",
     "check_arrow",
-    "check_avro_nesting",
-    "check_avro_widths",
+    "check_avro_schema",
     "check_json_nesting",
     "check_schema",
     "check_text",
@@ -170,81 +169,74 @@ def _has_arrays(t: pa.DataType) -> bool:
     return t.id not in _NO_ARRAYS
 
 
-def check_avro_nesting(name: str, schema: Any) -> None:
-    """:func:`check_schema` for an Avro schema (parsed JSON), before it becomes an
-    Arrow type: records and arrays add a level, maps two, unions and references none."""
-    todo: list[tuple[Any, int]] = [(schema, 0)]
-    while todo:
-        s, depth = todo.pop()
-        if isinstance(s, list):
-            todo.extend((branch, depth) for branch in s)
-            continue
-        if not isinstance(s, dict):
-            continue  # a primitive or a named type (a recursion becomes JSON text)
-        kind, adds, kids = s.get("type"), 0, []
-        if kind in ("record", "error"):
-            fields = s.get("fields")
-            adds = 1
-            kids = [f.get("type") for f in fields if isinstance(f, dict)] if fields else []
-        elif kind == "array":
-            adds, kids = 1, [s.get("items")]
-        elif kind == "map":
-            adds, kids = 2, [s.get("values")]
-        elif isinstance(kind, dict | list):
-            kids = [kind]
-        if depth + adds > MAX_NESTING:
-            raise nesting_error(name)
-        todo.extend((k, depth + adds) for k in kids)
+def check_avro_schema(name: str, schema: Any) -> None:
+    """Refuse an Avro schema (parsed JSON, before it becomes an Arrow type) nested
+    deeper than :data:`MAX_NESTING`, or whose records, or some array's items, take no
+    bytes; in one walk of the schema.
 
+    Nesting is counted as :func:`check_schema` counts it: records and arrays add a
+    level, maps two, unions and references none. Widths: Avro writes a count before
+    each block of records and each block of array items, then the values; a value
+    that takes no bytes (a ``null``, a zero-size ``fixed``, a record of such fields,
+    or of none) lets a few bytes claim 2^62 of them, and the reader would spin
+    forever on an empty input. Such a file carries no data, so it is refused.
 
-def check_avro_widths(name: str, schema: Any) -> None:
-    """Refuse an Avro schema whose records, or some array's items, take no bytes.
-
-    Avro writes a count before each block of records and each block of array items,
-    then the values; a value that takes no bytes (a ``null``, a zero-size ``fixed``, a
-    record of such fields, or of none) lets a few bytes claim 2^62 of them, and the
-    reader would spin forever on an empty input. Such a file carries no data, so it is
-    refused (after :func:`check_avro_nesting`, which bounds the walk).
+    A schema too deep is refused as such wherever the walk meets it (a chain of
+    unions or wrapped types too long for the walk too); otherwise the first array
+    of empty items, in the walk's order; otherwise records that take no bytes.
     """
     named: dict[str, bool] = {}
+    empty_items: list[InvalidInputError] = []  # the first array of empty items
 
-    def empty(s: Any) -> bool:  # does a value of s always encode to no bytes?
+    def empty(s: Any, depth: int) -> bool:  # does a value of s always encode to no bytes?
         if isinstance(s, str):
             return s == "null" or named.get(s, False)
         if isinstance(s, list):
             for branch in s:  # its arrays, and the types it defines
-                empty(branch)
+                empty(branch, depth)
             return False  # a union writes its branch index
         if not isinstance(s, dict):
             return False
         kind = s.get("type")
         out = False
         if kind in ("record", "error"):
-            fields = s.get("fields") or []
+            fields = s.get("fields")
+            kids = [f.get("type") for f in fields if isinstance(f, dict)] if fields else []
+            inner = _deeper(depth, 1)
             _name(s, False)  # a reference while it is being defined is a recursion
-            out = all([empty(f.get("type")) for f in fields if isinstance(f, dict)])  # each
+            out = all([empty(k, inner) for k in kids])  # each one walked
         elif kind == "fixed":
             out = s.get("size") == 0
         elif kind == "array":
-            if empty(s.get("items")):
-                raise InvalidInputError(f"{name}: an Avro array of items that take no bytes")
+            if empty(s.get("items"), _deeper(depth, 1)) and not empty_items:
+                empty_items.append(
+                    InvalidInputError(f"{name}: an Avro array of items that take no bytes")
+                )
         elif kind == "map":
-            empty(s.get("values"))  # map keys are strings: never empty
+            empty(s.get("values"), _deeper(depth, 2))  # map keys are strings: never empty
         elif isinstance(kind, dict | list | str) and kind not in ("enum", "array", "map"):
-            out = empty(kind)
+            out = empty(kind, depth)
         if kind in ("record", "error", "enum", "fixed"):
             _name(s, out)
         return out
+
+    def _deeper(depth: int, adds: int) -> int:
+        if depth + adds > MAX_NESTING:
+            raise nesting_error(name)
+        return depth + adds
 
     def _name(s: dict[str, Any], value: bool) -> None:
         if isinstance(s.get("name"), str):
             named[s["name"]] = named[s["name"].rpartition(".")[2]] = value
 
     try:
-        if empty(schema):
-            raise InvalidInputError(f"{name}: the Avro records take no bytes: no data to load")
+        records_empty = empty(schema, 0)
     except RecursionError:
         raise nesting_error(name) from None
+    if empty_items:
+        raise empty_items[0]
+    if records_empty:
+        raise InvalidInputError(f"{name}: the Avro records take no bytes: no data to load")
 
 
 # -- data --------------------------------------------------------------------------

@@ -51,8 +51,7 @@ import pyarrow.types as pt
 
 from limno.data.input_checks import (
     check_arrow,
-    check_avro_nesting,
-    check_avro_widths,
+    check_avro_schema,
     check_json_nesting,
     check_schema,
     check_text,
@@ -494,8 +493,7 @@ def _read_avro(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
         raise
     except Exception as e:
         raise _unreadable(src.name, "not a valid Avro file", e) from None
-    check_avro_nesting(src.name, reader.writer_schema)
-    check_avro_widths(src.name, reader.writer_schema)
+    check_avro_schema(src.name, reader.writer_schema)
     try:
         typ = from_avro(reader.writer_schema)
     except InvalidInputError as e:

@@ -1,6 +1,6 @@
 """A snapshot's key types, and the scan bounds a user gives read in them.
 
-Bounds come as key tuples, single values or text (``--from``/``--to``, ``split
+Bounds come as key tuples (or lists), single values or text (``--from``/``--to``, ``split
 --at``); text only means something in the types the key fields have across the
 objects read, so those are unified here first (nested key fields looked up in
 their struct columns; a field no object holds reads as text).
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject
+from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -39,13 +40,23 @@ def unified_key_types(key: PoolKey, objs: Sequence[DataObject]) -> list[pa.DataT
     return out
 
 
-def key_bound(key: PoolKey, value: Any, types: Sequence[pa.DataType]) -> tuple[Any, ...] | None:
-    """A scan bound as a key tuple: a tuple as it is, text parsed into ``types``, any
-    other value the first key field's; None (no bound) stays None."""
+def key_bound(
+    key: PoolKey, value: Any, types: Sequence[pa.DataType], what: str = "bound"
+) -> tuple[Any, ...] | None:
+    """A scan bound (or a key: ``what``) as a key tuple: a tuple or a list holds values
+    of the key's first fields, one each (a full key, or a prefix of one), text is
+    parsed into ``types``, any other value is the first key field's; None (no bound)
+    stays None. A tuple or list of no value, or of more values than the key has
+    fields, is an InvalidInputError (a list once read as a single value, which no
+    key holds, so such a bound silently matched nothing)."""
     if value is None:
         return None
-    if isinstance(value, tuple):
-        return value
+    if isinstance(value, tuple | list):
+        n = len(key.fields)
+        if not value or len(value) > n:
+            want = "1 value" if n == 1 else f"1 to {n} values"
+            raise InvalidInputError(f"{what} {value!r}: expected {want} for key {key}")
+        return tuple(value)
     if isinstance(value, str):
         return key.parse_bound(value, types)
     return (value,)
