@@ -29,6 +29,13 @@ import pyarrow as pa
 from bench import memory, peers
 from bench.cli_start import cli_start
 from bench.data import parts, rows_table, sample_keys
+from bench.files import (
+    files_commit_100k,
+    files_diff_1k_of_1m,
+    files_list_1m,
+    files_merge_1k_of_1m,
+)
+from bench.gateway import gateway_get_64mb, gateway_put_64mb, gateway_small_put_p50
 from bench.harness import Config, Result, Skipped, median, percentile, timed
 from bench.indexes import index_lookup
 from bench.server import server
@@ -574,6 +581,13 @@ BENCHMARKS: list[Benchmark] = [
     ("spark", spark, spark_missing),
     ("tpch", tpch, tpch_missing),
     ("server", server, _always),
+    ("files_commit_100k", files_commit_100k, _always),
+    ("files_list_1m", files_list_1m, _always),
+    ("files_diff_1k_of_1m", files_diff_1k_of_1m, _always),
+    ("files_merge_1k_of_1m", files_merge_1k_of_1m, _always),
+    ("gateway_get_64mb", gateway_get_64mb, _always),
+    ("gateway_put_64mb", gateway_put_64mb, _always),
+    ("gateway_small_put_p50", gateway_small_put_p50, _always),
 ]
 
 

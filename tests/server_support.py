@@ -52,6 +52,8 @@ __all__ = ["AUTH_SECRET", "Served", "key_env", "served", "served_user", "start_s
 AUTH_SECRET = "limno-tests-server-secret-0123456789"
 
 _READY = re.compile(r"^limno serve: listening on (https?://\S+) \(lake (.+?)(?:, \d+ workers)?\)$")
+#: the S3 gateway's ready line (``--s3-port``), said just before the API's
+_S3_READY = re.compile(r"^limno serve: S3 gateway on (https?://\S+)$")
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Served:
     secret: str | None = None
     #: what a client needs in its environment (the admin's key; empty: --no-auth)
     env: dict[str, str] = field(default_factory=dict)
+    #: the S3 gateway's URL ('' without --s3-port)
+    s3_url: str = ""
 
     @property
     def admin_env(self) -> dict[str, str]:
@@ -157,6 +161,8 @@ def start_server(
             line = lines.get(timeout=timeout)
             if line is None:
                 raise AssertionError(f"limno serve exited ({proc.wait(timeout)}): {seen}")
+            if m := _S3_READY.match(line):
+                served.s3_url = m.group(1)
             if m := _READY.match(line):
                 served.url = m.group(1)
                 return served

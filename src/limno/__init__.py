@@ -25,6 +25,7 @@ from limno.errors import (
     HookVetoError,
     InvalidInputError,
     LimnoError,
+    MultipartError,
     NotFoundError,
     PreconditionFailedError,
     ProtectedBranchError,
@@ -35,7 +36,7 @@ from limno.errors import (
 )
 
 if typing.TYPE_CHECKING:
-    from limno.api import Engine, Lake, Pool
+    from limno.api import Engine, FilePool, Lake, Pool, VersionedPool
     from limno.core.commits import Action, Commit
     from limno.core.hooks import HookSpec
     from limno.core.versioning import DiffEntry, MergeResult
@@ -44,6 +45,8 @@ if typing.TYPE_CHECKING:
     from limno.data.typed_schema import TypedSchema
     from limno.faults import Fault
     from limno.pools.events import Event
+    from limno.pools.files.entries import FileChange, FileEntry
+    from limno.pools.files.listing import Listing
     from limno.pools.ingest_queue import IngestJob, QueuedFile
     from limno.pools.records.compaction import CompactionJob, JobResult
     from limno.pools.registry import PoolConfig
@@ -56,6 +59,11 @@ _LAZY = {
     "Engine": "limno.api",
     "Lake": "limno.api",
     "Pool": "limno.api",
+    "FilePool": "limno.api",
+    "VersionedPool": "limno.api",
+    "FileEntry": "limno.pools.files.entries",
+    "FileChange": "limno.pools.files.entries",
+    "Listing": "limno.pools.files.listing",
     "Action": "limno.core.commits",
     "Commit": "limno.core.commits",
     "HookSpec": "limno.core.hooks",
@@ -106,6 +114,9 @@ __all__ = [
     "Engine",
     "Event",
     "Fault",
+    "FileChange",
+    "FileEntry",
+    "FilePool",
     "ForbiddenError",
     "HookSpec",
     "HookVetoError",
@@ -115,7 +126,9 @@ __all__ = [
     "JobResult",
     "Lake",
     "LimnoError",
+    "Listing",
     "MergeResult",
+    "MultipartError",
     "NotFoundError",
     "Pool",
     "PoolConfig",
@@ -129,4 +142,5 @@ __all__ = [
     "TypedSchema",
     "UnauthenticatedError",
     "VacuumReport",
+    "VersionedPool",
 ]

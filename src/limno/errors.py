@@ -11,6 +11,7 @@ code) translates errors in exactly one place: :func:`http_status`.
     ├── PreconditionFailedError  412  an expected state did not hold (CAS)
     │   └── HookVetoError        412  a pre-commit or pre-merge hook said no
     ├── InvalidInputError        400  bad argument, name, record, schema
+    │   └── MultipartError       400  a multipart upload's parts break S3's rules (404: no upload)
     ├── UnauthenticatedError     401  no credentials, or unknown key or wrong secret
     ├── ForbiddenError           403  authenticated, but the role and grants do not allow it
     │   └── ProtectedBranchError 403  a direct write to a protected branch (only merges move it)
@@ -42,6 +43,7 @@ __all__ = [
     "HookVetoError",
     "InvalidInputError",
     "LimnoError",
+    "MultipartError",
     "NotFoundError",
     "PreconditionFailedError",
     "ProtectedBranchError",
@@ -96,6 +98,23 @@ class InvalidInputError(LimnoError):
     """Bad user input: argument, name, record or schema. Nothing was changed."""
 
     status = 400
+
+
+class MultipartError(InvalidInputError):
+    """A multipart upload cannot complete as asked; ``reason`` says which of S3's rules
+    failed, for the S3 gateway's error code: ``invalid-part`` (a listed part is missing
+    or has another ETag: InvalidPart), ``part-order`` (the list is not ascending:
+    InvalidPartOrder), ``too-small`` (a part but the last is under 5 MiB:
+    EntityTooSmall), ``no-upload`` (no such upload, or it was completed or aborted:
+    NoSuchUpload, status 404)."""
+
+    reason: str = "invalid-part"
+
+    def __init__(self, message: str = "", reason: str = "invalid-part") -> None:
+        super().__init__(message)
+        self.reason = reason
+        if reason == "no-upload":
+            self.status = 404
 
 
 class UnauthenticatedError(LimnoError):

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from limno.config import lake_location
 from limno.data.iterators import IteratorSpec, parse_iterators
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from limno.data.typed_schema import TypedSchema
     from limno.faults import Fault
+    from limno.pools.files.pool import FilePool
     from limno.pools.records.pool import RecordPool
 
 # The pool layer (record pools, the versioning core, checks, maintenance) is imported
@@ -40,6 +41,8 @@ FORMAT_NAME = "limno"
 FORMAT_VERSION = 1
 LAKE_JSON = "lake.json"
 POOLS_PREFIX = "pools"
+#: a record pool's default object size (a file pool has none)
+DEFAULT_TARGET_SIZE = 256 * 1024 * 1024
 
 
 class Lake:
@@ -96,32 +99,91 @@ class Lake:
         """Every pool of the lake, by name."""
         return self.registry.list()
 
+    @overload
     def create_pool(
         self,
         name: str,
         key: str | None = None,
-        kind: str = "records",
-        target_size: int = 256 * 1024 * 1024,
+        kind: Literal["records"] = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
         schema: TypedSchema | None = None,
         author: str | None = None,
         iterators: Sequence[str] = (),
         split_threshold: int | None = None,
         compaction: Mapping[str, Any] | None = None,
         retention: Mapping[str, dt.timedelta] | None = None,
-    ) -> RecordPool:
+    ) -> RecordPool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: None = None,
+        *,
+        kind: Literal["files"],
+        author: str | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> FilePool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> RecordPool | FilePool: ...
+
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> RecordPool | FilePool:
         """Create a pool with branch ``main`` at an empty root commit.
 
         ``iterators`` are iterator texts (``dedup``, ``sum(n),max(ts)``,
         ``age-off(ts,30d)``); ``split_threshold`` is the row count past which a leaf
         partition splits; ``compaction`` is ``{"strategy", "ratio", "batch"}``;
         ``retention`` maps branch globs to how long vacuum keeps their history.
+        A pool of kind ``files`` takes only ``retention`` (and ``author``): the rest
+        are record pools' and refused.
         """
         from limno.core.versioning import Versioned
         from limno.data.keys import PoolKey
         from limno.pools.records.pool import RecordPool
 
+        if kind == "files":
+            given = {
+                "key": key is not None,
+                "schema": schema is not None,
+                "iterators": bool(iterators),
+                "split threshold": split_threshold is not None,
+                "compaction": compaction is not None,
+                "target size": target_size != DEFAULT_TARGET_SIZE,
+            }
+            refused = [name for name, there in given.items() if there]
+            if refused:
+                raise InvalidInputError(
+                    f"a file pool has no {', '.join(refused)}: those options are for record"
+                    " pools (--kind records)"
+                )
+            return self._create_file_pool(name, author, retention)
         if kind != "records":
-            raise InvalidInputError(f"pools of kind {kind!r} are not supported yet")
+            raise InvalidInputError(f"unknown pool kind {kind!r} (records or files)")
         if schema is not None and key is None:
             key = schema.key
         key_text = str(PoolKey.parse(key or "ts"))
@@ -151,11 +213,39 @@ class Lake:
         self.registry.register(config)
         return RecordPool(self.storage, config, self.registry)
 
+    def _create_file_pool(
+        self, name: str, author: str | None, retention: Mapping[str, dt.timedelta] | None
+    ) -> FilePool:
+        from limno.core.versioning import Versioned
+        from limno.pools.files.pool import FilePool
+
+        settings = PoolSettings(retention=dict(retention or {}))
+        config = self.registry.new_config(name, kind="files", key=None, settings=settings)
+        Versioned(self.storage, config.id).initialize(author)
+        self.registry.register(config)
+        return FilePool(self.storage, config, self.registry)
+
     def pool(self, name: str) -> RecordPool:
-        """An existing pool by name or id."""
+        """An existing record pool by name or id (a file pool: :meth:`file_pool`)."""
         from limno.pools.records.pool import RecordPool
 
-        return RecordPool(self.storage, self.registry.find(name), self.registry)
+        config = self.registry.find(name)
+        if config.kind == "files":
+            raise InvalidInputError(
+                f"pool {config.name!r} is a file pool: this works on record pools only"
+            )
+        return RecordPool(self.storage, config, self.registry)
+
+    def file_pool(self, name: str) -> FilePool:
+        """An existing file pool by name or id."""
+        from limno.pools.files.pool import FilePool
+
+        config = self.registry.find(name)
+        if config.kind != "files":
+            raise InvalidInputError(
+                f"pool {config.name!r} is a record pool: this works on file pools only"
+            )
+        return FilePool(self.storage, config, self.registry)
 
     def meta_table(self, ref: str, name: str) -> pa.Table:
         """A meta table: ``(":", "pools")``, or a pool's ``("logs@dev", "objects")``..."""
@@ -200,7 +290,10 @@ class Lake:
                 yield from auth.verify()
         configs = [self.registry.find(pool)] if pool else self.list_pools()
         for config in configs:
-            yield from verify_pool(self.pool(config.id), deep)
+            if config.kind == "files":
+                yield from self.file_pool(config.id).verify()
+            else:
+                yield from verify_pool(self.pool(config.id), deep)
 
     # -- maintenance -----------------------------------------------------------
     def manage(
@@ -212,18 +305,27 @@ class Lake:
         stop: threading.Event | None = None,
         log: Callable[[str], None] = lambda _: None,
     ) -> int:
-        """Maintain ``pools`` (default: every record pool) until ``stop`` is set: one
-        pass (:func:`~limno.pools.records.manage.maintain`) per branch of each pool
-        every ``interval``; the number of passes run."""
+        """Maintain ``pools`` (default: every pool) until ``stop`` is set: one pass
+        (:func:`~limno.pools.records.manage.maintain`) per branch of each record pool,
+        and a vacuum of each file pool (it has nothing to compact or split), every
+        ``interval``; the number of passes run.
+
+        With ``once``, ingest jobs that failed in the pass raise a LimnoError naming
+        each job and its reason, once the rest of the pass is done (without ``once``
+        they are logged, and the passes go on)."""
         from limno.pools.branching import TX_PREFIX
-        from limno.pools.records.manage import maintain
+        from limno.pools.records.manage import ingest_failed, maintain
 
         stop = stop or threading.Event()
         passes = 0
         while True:
-            names = list(pools) or [c.name for c in self.list_pools() if c.kind == "records"]
-            for name in names:
-                pool = self.pool(name)
+            failed: list[str] = []  # this pass's failed ingest jobs
+            configs = [self.registry.find(n) for n in pools] or self.list_pools()
+            for config in configs:
+                if config.kind == "files":
+                    self._vacuum_files(config.id, grace, log)
+                    continue
+                pool = self.pool(config.id)
                 for branch in pool.branches():
                     if branch.startswith(TX_PREFIX):
                         continue
@@ -232,10 +334,24 @@ class Lake:
                     def say(message: str, prefix: str = prefix) -> None:
                         log(prefix + message)
 
-                    maintain(pool, branch, grace, say)
+                    maintain(pool, branch, grace, say, failed)
             passes += 1
+            if once and failed:
+                raise ingest_failed(failed)
             if once or stop.wait(interval.total_seconds()):
                 return passes
+
+    def _vacuum_files(self, pool_id: str, grace: dt.timedelta, log: Callable[[str], None]) -> None:
+        """A file pool's maintenance pass: vacuum, recorded in its job tracker."""
+        from limno.ksuid import ksuid
+        from limno.pools.jobs import JobRecord, JobTracker
+
+        pool = self.file_pool(pool_id)
+        record = JobRecord(ksuid(), "vacuum")
+        with JobTracker(self.storage, pool.id).track(record):
+            report = pool.vacuum(grace=grace)
+            record.detail = {"removed": len(report.removed), "bytes": report.bytes}
+        log(f"{pool.name}: vacuum: removed {len(report.removed)} blob(s)")
 
 
 def check_lake_json(uri: str, raw: bytes) -> dict[str, object]:

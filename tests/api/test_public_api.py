@@ -13,6 +13,7 @@ import limno
 from limno import api, errors
 from limno.api.base import Lake as LakeInterface
 from limno.api.base import Pool as PoolInterface
+from limno.api.base_files import FilePool as FilePoolInterface
 from limno.pools.registry import PoolConfig
 from limno.pools.settings import CompactionSettings, PoolSettings
 
@@ -31,6 +32,9 @@ EXPORTED = {
     "Engine",
     "Event",
     "Fault",
+    "FileChange",
+    "FileEntry",
+    "FilePool",
     "ForbiddenError",
     "HookSpec",
     "HookVetoError",
@@ -40,7 +44,9 @@ EXPORTED = {
     "JobResult",
     "Lake",
     "LimnoError",
+    "Listing",
     "MergeResult",
+    "MultipartError",
     "NotFoundError",
     "Pool",
     "PoolConfig",
@@ -54,6 +60,7 @@ EXPORTED = {
     "TypedSchema",
     "UnauthenticatedError",
     "VacuumReport",
+    "VersionedPool",
 }
 
 
@@ -73,13 +80,14 @@ def test_every_model_type_the_interface_returns_is_exported() -> None:
     """What an operation of the lake interface returns, a caller can name (annotate,
     isinstance) from ``limno``: Arrow's types aside (``pa.Table``)."""
     returned: set[str] = set()
-    for cls in (LakeInterface, PoolInterface):
+    for cls in (LakeInterface, PoolInterface, FilePoolInterface):
         for name in _abstract(cls):
             member = inspect.getattr_static(cls, name)
             fn = member.fget if isinstance(member, property) else member
             annotation = str(fn.__annotations__.get("return", ""))
             returned |= set(re.findall(r"(?<![.\w])([A-Z]\w*)", annotation)) - _TYPING
     assert {"IndexSpec", "QueuedFile", "IngestJob", "BatcherSettings"} <= returned
+    assert {"FileEntry", "FileChange", "Listing", "FilePool", "VersionedPool"} <= returned
     assert returned <= EXPORTED, returned - EXPORTED
 
 
@@ -98,8 +106,16 @@ def _abstract(cls: type) -> set[str]:
 
 def test_the_in_process_lake_implements_the_whole_interface() -> None:
     assert issubclass(api.LocalLake, LakeInterface) and issubclass(api.LocalPool, PoolInterface)
-    assert _abstract(api.LocalLake) == set() and _abstract(api.LocalPool) == set()
-    for interface, impl in ((LakeInterface, api.LocalLake), (PoolInterface, api.LocalPool)):
+    assert issubclass(api.LocalFilePool, FilePoolInterface)
+    assert issubclass(api.LocalPool, api.VersionedPool)
+    assert issubclass(api.LocalFilePool, api.VersionedPool)
+    impls = (api.LocalLake, api.LocalPool, api.LocalFilePool)
+    assert all(_abstract(impl) == set() for impl in impls)
+    for interface, impl in (
+        (LakeInterface, api.LocalLake),
+        (PoolInterface, api.LocalPool),
+        (FilePoolInterface, api.LocalFilePool),
+    ):
         for name in _abstract(interface):
             if isinstance(inspect.getattr_static(interface, name), property):
                 assert isinstance(inspect.getattr_static(impl, name), property), name

@@ -3,6 +3,11 @@
 The process serves one lake for the whole module; ``served_lake`` gives each test a
 fresh lake of its own, served from a thread (tests/server_support.py), so tests do
 not see each other's pools.
+
+The event stream tests (test_events_*.py, test_protect_events_sse.py; their helpers
+in events_support.py) share ``events_lake`` and ``events_server``: per module, a lake
+with pools ``logs`` and ``other`` and a server on it that sends keep-alives every
+0.2 s, so that a stream's reads never wait long.
 """
 
 from __future__ import annotations
@@ -40,3 +45,24 @@ def served_lake(tmp_path: Path) -> Iterator[str]:
     Lake.init(lake)
     with served(lake) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def events_lake(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The path of a lake (one per module) with pools ``logs`` and ``other`` (key ts)."""
+    lake = str(tmp_path_factory.mktemp("events") / "lake")
+    opened = Lake.init(lake)
+    opened.create_pool("logs", key="ts")
+    opened.create_pool("other", key="ts")
+    return lake
+
+
+@pytest.fixture(scope="module")
+def events_server(events_lake: str) -> Iterator[Served]:
+    """A real ``limno serve`` of ``events_lake`` (keep-alives every 0.2 s); it must stop
+    with exit code 0. Its admin's credentials are in ``events_server.env``."""
+    proc = start_server(events_lake, "--events-heartbeat", "0.2")
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, proc.lines

@@ -2,38 +2,60 @@
 
 The CLI, the Python API and the server use only this interface, so every command
 works the same on a lake in this process and, next, on one behind ``limno serve``.
-``LocalPool`` is imported at its first use (PEP 562): it brings the pool layer, which
-commands that never open a pool (``limno ls``) do without.
+Pools are of two kinds: record pools (:class:`Pool`) and file pools (:class:`FilePool`),
+whose git operations both have from :class:`VersionedPool`. ``LocalPool`` and
+``LocalFilePool`` are imported at their first use (PEP 562): they bring the pool layer,
+which commands that never open a pool (``limno ls``) do without.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, Source, register
+from limno.api.base import (
+    DEFAULT_TARGET_SIZE,
+    Engine,
+    Kind,
+    Lake,
+    Pool,
+    Source,
+    VersionedPool,
+    register,
+)
+from limno.api.base_files import FilePool
 from limno.api.local import LocalLake
 
 if TYPE_CHECKING:
+    from limno.api.local_files import LocalFilePool
     from limno.api.local_pool import LocalPool
 
 __all__ = [
     "DEFAULT_TARGET_SIZE",
     "Engine",
+    "FilePool",
+    "Kind",
     "Lake",
+    "LocalFilePool",
     "LocalLake",
     "LocalPool",
     "Pool",
     "Source",
+    "VersionedPool",
     "register",
 ]
 
+#: the implementations imported on first use, by name: their modules
+_LAZY = {"LocalPool": "limno.api.local_pool", "LocalFilePool": "limno.api.local_files"}
+
 
 def __getattr__(name: str) -> Any:
-    if name != "LocalPool":
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'limno.api' has no attribute {name!r}")
-    from limno.api.local_pool import LocalPool
+    import importlib
 
-    globals()[name] = LocalPool
-    return LocalPool
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), "LocalPool"})
+    return sorted({*globals(), *_LAZY})

@@ -15,13 +15,13 @@ the location: a path, ``file://`` or ``s3://`` is a lake in this process;
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
+from limno.api.base_versioned import VersionedPool
 from limno.config import lake_location
 from limno.errors import InvalidInputError, NotFoundError
 from limno.pools.vacuum import DEFAULT_GRACE
@@ -30,26 +30,34 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from limno.api.auth_admin import AuthAdmin
+    from limno.api.base_files import FilePool
     from limno.core.commits import Commit
-    from limno.core.hooks import HookSpec
-    from limno.core.versioning import DiffEntry, MergeResult
     from limno.data.indexes import IndexSpec
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
     from limno.engines.query_limits import QueryLimits
     from limno.faults import Fault
-    from limno.pools.branching import BranchView
     from limno.pools.events import Event
     from limno.pools.ingest_queue import IngestJob, QueuedFile
     from limno.pools.records.compaction import JobResult
     from limno.pools.registry import PoolConfig
     from limno.pools.settings import BatcherSettings
-    from limno.pools.vacuum import Retention, VacuumReport
 
-__all__ = ["DEFAULT_TARGET_SIZE", "Engine", "Lake", "Pool", "Source", "register"]
+__all__ = [
+    "DEFAULT_TARGET_SIZE",
+    "Engine",
+    "Kind",
+    "Lake",
+    "Pool",
+    "Source",
+    "VersionedPool",
+    "register",
+]
 
 #: where work runs: in this process, on Spark, or by size (``LIMNO_SPARK_THRESHOLD``)
 Engine = Literal["local", "spark", "auto"]
+#: what a pool holds: rows sorted by a key, or files by path
+Kind = Literal["records", "files"]
 #: what a load reads: a file path (``-``: stdin), or Arrow data
 Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 DEFAULT_TARGET_SIZE = 256 * 2**20
@@ -59,119 +67,11 @@ def _silent(message: str) -> None:
     """A log that drops its messages."""
 
 
-class Pool(ABC):
-    """A pool: branches, commits and data (see the README for each operation)."""
+class Pool(VersionedPool):
+    """A record pool: branches, commits and data (see the README for each operation).
 
-    # -- identity --------------------------------------------------------------------
-    #: the pool's registered configuration (name, id, kind, key, settings)
-    config: PoolConfig
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def id(self) -> str:
-        return self.config.id
-
-    # -- refs and history --------------------------------------------------------------
-    @abstractmethod
-    def branches(self) -> dict[str, str]:
-        """Branch name -> head commit id."""
-
-    @abstractmethod
-    def tags(self) -> dict[str, str]:
-        """Tag name -> commit id."""
-
-    @abstractmethod
-    def branch(self, name: str, from_ref: str | None = None) -> str:
-        """Create a branch at ``from_ref`` (default ``main``); its commit."""
-
-    @abstractmethod
-    def delete_branch(self, name: str) -> str:
-        """Delete a branch and its staging area; the commit it pointed at."""
-
-    @abstractmethod
-    def protect(self, branch: str) -> bool:
-        """Protect a branch: only merges (and compaction, splits) move it, every direct
-        write and its deletion raise ProtectedBranchError; False if it already was."""
-
-    @abstractmethod
-    def unprotect(self, branch: str) -> bool:
-        """Lift a branch's protection; False if it had none."""
-
-    @abstractmethod
-    def protected(self) -> list[str]:
-        """The protected branches, by name."""
-
-    @abstractmethod
-    def tag(self, name: str, from_ref: str | None = None) -> str:
-        """Create an immutable tag; its commit."""
-
-    @abstractmethod
-    def delete_tag(self, name: str) -> str: ...
-
-    @abstractmethod
-    def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
-        """The commit id a ref names (``main``, ``v1``, ``main~2``, an id or prefix)."""
-
-    @abstractmethod
-    def log(
-        self,
-        ref: str | None = None,
-        limit: int | None = None,
-        first_parent: bool = False,
-        *,
-        as_of: dt.datetime | None = None,
-    ) -> list[Commit]:
-        """Commits reachable from ``ref``, newest first; with ``as_of``, from the commit
-        the branch ``ref`` pointed at then."""
-
-    @abstractmethod
-    def merge(
-        self,
-        source: str,
-        into: str = "main",
-        strategy: str = "fail",
-        message: str = "",
-        author: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        fast_forward: bool = True,
-    ) -> MergeResult: ...
-
-    @abstractmethod
-    def diff(
-        self,
-        old: str,
-        new: str | None = None,
-        three_dot: bool = False,
-        *,
-        as_of: dt.datetime | None = None,
-    ) -> list[DiffEntry]:
-        """Entries added, removed or changed from ref ``old`` to ref ``new``; ``as_of``
-        reads each side that is a branch as it was then (tags and commits as they are)."""
-
-    @abstractmethod
-    def cherry_pick(self, commit: str, branch: str = "main", strategy: str = "fail") -> Commit: ...
-
-    @abstractmethod
-    def reset(self, branch: str, ref: str) -> tuple[str, str]:
-        """``reset --hard``: (old head, new head)."""
-
-    @abstractmethod
-    def revert(
-        self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
-    ) -> Commit: ...
-
-    # -- hooks -------------------------------------------------------------------------
-    @abstractmethod
-    def hook_specs(self) -> list[HookSpec]: ...
-
-    @abstractmethod
-    def add_hook(self, spec: HookSpec) -> None: ...
-
-    @abstractmethod
-    def remove_hook(self, name: str) -> None: ...
+    Its git operations are :class:`~limno.api.base_versioned.VersionedPool`'s, which
+    file pools (:class:`~limno.api.base_files.FilePool`) share."""
 
     # -- iterators ---------------------------------------------------------------------
     @abstractmethod
@@ -256,7 +156,13 @@ class Pool(ABC):
     ) -> Iterator[pa.Table]:
         """A sorted scan, streamed: ``start`` inclusive, ``end`` exclusive; or instead the
         union of ``ranges``, ``(from, to)`` pairs, in one pass without repeated rows
-        (see :mod:`limno.pools.records.key_ranges`)."""
+        (see :mod:`limno.pools.records.key_ranges`).
+
+        A bound is a value of the first key field, a tuple or list of values of the
+        key's first fields in order (a full key, or a prefix of one: ``["acme"]`` or
+        ``["acme", 5]`` for key ``tenant,ts``), or text parsed into the key's types
+        (``"acme,5"``). A tuple or list of no value, or of more values than the key
+        has fields, is an InvalidInputError."""
 
     @abstractmethod
     def scan(
@@ -269,7 +175,11 @@ class Pool(ABC):
         as_of: dt.datetime | None = None,
         *,
         ranges: Iterable[tuple[Any, Any]] | None = None,
-    ) -> pa.Table: ...
+    ) -> pa.Table:
+        """The whole of :meth:`iter_scan` as one table. Bounds as there: a first-field
+        value, a tuple or list of the key's first fields (``start=["acme", 5]``),
+        or text; a tuple or list of more values than the key has fields (or none)
+        is an InvalidInputError."""
 
     @abstractmethod
     def get(
@@ -343,14 +253,6 @@ class Pool(ABC):
         """Split a leaf partition (at ``at``: a value, or text in the key's type)."""
 
     @abstractmethod
-    def vacuum(
-        self,
-        grace: dt.timedelta | None = None,
-        dry_run: bool = False,
-        retention: Retention = None,
-    ) -> VacuumReport: ...
-
-    @abstractmethod
     def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
         """``limno status``'s reports: partitions, files, jobs, ingest jobs."""
 
@@ -395,21 +297,6 @@ class Pool(ABC):
     def ingest_settings(self, changes: str | None = None) -> BatcherSettings:
         """The batcher's settings, after ``changes`` (``min-files=2,max-age=10m``)."""
 
-    # -- transactions (built on the operations above, so every implementation has it) ------
-    @contextlib.contextmanager
-    def transaction(
-        self,
-        branch: str = "main",
-        message: str = "",
-        author: str | None = None,
-        strategy: str = "fail",
-    ) -> Iterator[BranchView]:
-        """Write to a throw-away branch merged into ``branch`` atomically on success."""
-        from limno.pools.branching import transaction
-
-        with transaction(self, branch, message, author, strategy) as view:
-            yield view
-
 
 class Lake(ABC):
     """A lake: its pools, SQL over them, checks and maintenance."""
@@ -438,7 +325,58 @@ class Lake(ABC):
 
     @abstractmethod
     def pool(self, name: str) -> Pool:
-        """An existing pool, by name or id (NotFoundError otherwise)."""
+        """An existing record pool, by name or id (NotFoundError otherwise; a file
+        pool: InvalidInputError, see :meth:`file_pool` and :meth:`versioned_pool`)."""
+
+    @abstractmethod
+    def file_pool(self, name: str) -> FilePool:
+        """An existing file pool, by name or id (a record pool: InvalidInputError)."""
+
+    @abstractmethod
+    def versioned_pool(self, name: str) -> VersionedPool:
+        """An existing pool of either kind (a :class:`Pool` or a :class:`FilePool`): what
+        git operations take."""
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: Literal["records"] = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> Pool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: None = None,
+        *,
+        kind: Literal["files"],
+        author: str | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> FilePool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> VersionedPool: ...
 
     @abstractmethod
     def create_pool(
@@ -453,7 +391,10 @@ class Lake(ABC):
         split_threshold: int | None = None,
         compaction: Mapping[str, Any] | None = None,
         retention: Mapping[str, dt.timedelta] | None = None,
-    ) -> Pool: ...
+    ) -> VersionedPool:
+        """A new pool with branch ``main`` at an empty root commit: a record pool
+        (``key``, ``schema``, ``iterators``... apply) or, ``kind="files"``, a file pool
+        (those options refused)."""
 
     @abstractmethod
     def drop_pool(self, name: str) -> PoolConfig: ...
@@ -480,7 +421,8 @@ class Lake(ABC):
         log: Callable[[str], None] = _silent,
     ) -> int:
         """Maintenance passes (ingest jobs, splits, compactions, vacuum) until ``stop``;
-        passes run."""
+        passes run. With ``once``, a LimnoError naming the ingest jobs that failed in
+        the pass (and why), raised once the rest of the pass is done."""
 
     @abstractmethod
     def query(

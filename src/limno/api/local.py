@@ -14,9 +14,10 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
-from limno.api.base import Engine, Lake, register
+from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, register
+from limno.api.base_files import not_files, not_records
 from limno.engines.choice import use_spark
 from limno.lake import Lake as InProcessLake
 from limno.lazy import lazy_module
@@ -25,11 +26,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from limno.api.local_auth import LocalAuth
+    from limno.api.local_files import LocalFilePool
     from limno.api.local_pool import LocalPool
     from limno.data.typed_schema import TypedSchema
     from limno.engines import local as local_engine
     from limno.engines.query_limits import QueryLimits
     from limno.pools.events import Event
+    from limno.pools.registry import PoolConfig
 else:
     local_engine = lazy_module("limno.engines.local")  # DuckDB: only for SQL
 
@@ -49,23 +52,86 @@ class LocalLake(InProcessLake, Lake):
     def pool(self, name: str) -> LocalPool:
         from limno.api.local_pool import LocalPool  # the pool layer: not for 'limno ls'
 
-        return LocalPool(self.storage, self.registry.find(name), self.registry)
+        config = self.registry.find(name)
+        if config.kind == "files":
+            raise not_records(config)
+        return LocalPool(self.storage, config, self.registry)
 
+    def file_pool(self, name: str) -> LocalFilePool:
+        from limno.api.local_files import LocalFilePool
+
+        config = self.registry.find(name)
+        if config.kind != "files":
+            raise not_files(config)
+        return LocalFilePool(self.storage, config, self.registry)
+
+    def versioned_pool(self, name: str) -> LocalPool | LocalFilePool:
+        return self._opened(self.registry.find(name))
+
+    def _opened(self, config: PoolConfig) -> LocalPool | LocalFilePool:
+        """The pool of ``config``, of the kind it is."""
+        if config.kind == "files":
+            from limno.api.local_files import LocalFilePool
+
+            return LocalFilePool(self.storage, config, self.registry)
+        from limno.api.local_pool import LocalPool
+
+        return LocalPool(self.storage, config, self.registry)
+
+    @overload
     def create_pool(
         self,
         name: str,
         key: str | None = None,
-        kind: str = "records",
-        target_size: int = 256 * 2**20,
+        kind: Literal["records"] = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
         schema: TypedSchema | None = None,
         author: str | None = None,
         iterators: Sequence[str] = (),
         split_threshold: int | None = None,
         compaction: Mapping[str, Any] | None = None,
         retention: Mapping[str, dt.timedelta] | None = None,
-    ) -> LocalPool:
-        from limno.api.local_pool import LocalPool
+    ) -> LocalPool: ...
 
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: None = None,
+        *,
+        kind: Literal["files"],
+        author: str | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> LocalFilePool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> LocalPool | LocalFilePool: ...
+
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> LocalPool | LocalFilePool:
         created = super().create_pool(
             name,
             key,
@@ -78,7 +144,7 @@ class LocalLake(InProcessLake, Lake):
             compaction,
             retention,
         )
-        return LocalPool(self.storage, created.config, self.registry)
+        return self._opened(created.config)
 
     def query(
         self,

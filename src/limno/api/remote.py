@@ -18,14 +18,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from limno.api import remote_http, remote_upload, wire, wire_ranges
 from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, Source, register
+from limno.api.base_files import not_files, not_records
+from limno.api.remote_files import RemoteFilePool
+from limno.api.remote_git import RemoteGit
+from limno.api.remote_git import segment as _seg
 from limno.api.remote_indexes import RemoteIndexes
 from limno.api.remote_ingest import RemoteIngest
-from limno.api.remote_protect import RemoteProtection
 from limno.config import lake_location
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
 
     from limno.api.auth_admin import AuthAdmin
     from limno.core.commits import Commit
-    from limno.core.hooks import HookSpec
-    from limno.core.versioning import DiffEntry, MergeResult
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
     from limno.engines.query_limits import QueryLimits
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from limno.pools.events import Event
     from limno.pools.records.compaction import JobResult
     from limno.pools.registry import PoolConfig
-    from limno.pools.vacuum import Retention, VacuumReport
 else:
     pa = lazy_module("pyarrow")
     ipc = lazy_module("pyarrow.ipc")
@@ -99,8 +98,68 @@ class RemoteLake(Lake):
         return [wire.config_from_json(d) for d in self._http.call("GET", "/v1/pools")]
 
     def pool(self, name: str) -> RemotePool:
-        config = wire.config_from_json(self._http.call("GET", f"/v1/pools/{_seg(name)}"))
+        config = self._config(name)
+        if config.kind == "files":
+            raise not_records(config)
         return RemotePool(self._http, config)
+
+    def file_pool(self, name: str) -> RemoteFilePool:
+        config = self._config(name)
+        if config.kind != "files":
+            raise not_files(config)
+        return RemoteFilePool(self._http, config)
+
+    def versioned_pool(self, name: str) -> RemotePool | RemoteFilePool:
+        return self._opened(self._config(name))
+
+    def _config(self, name: str) -> PoolConfig:
+        return wire.config_from_json(self._http.call("GET", f"/v1/pools/{_seg(name)}"))
+
+    def _opened(self, config: PoolConfig) -> RemotePool | RemoteFilePool:
+        if config.kind == "files":
+            return RemoteFilePool(self._http, config)
+        return RemotePool(self._http, config)
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: Literal["records"] = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> RemotePool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: None = None,
+        *,
+        kind: Literal["files"],
+        author: str | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> RemoteFilePool: ...
+
+    @overload
+    def create_pool(
+        self,
+        name: str,
+        key: str | None = None,
+        kind: str = "records",
+        target_size: int = DEFAULT_TARGET_SIZE,
+        schema: TypedSchema | None = None,
+        author: str | None = None,
+        iterators: Sequence[str] = (),
+        split_threshold: int | None = None,
+        compaction: Mapping[str, Any] | None = None,
+        retention: Mapping[str, dt.timedelta] | None = None,
+    ) -> RemotePool | RemoteFilePool: ...
 
     def create_pool(
         self,
@@ -114,7 +173,7 @@ class RemoteLake(Lake):
         split_threshold: int | None = None,
         compaction: Mapping[str, Any] | None = None,
         retention: Mapping[str, dt.timedelta] | None = None,
-    ) -> RemotePool:
+    ) -> RemotePool | RemoteFilePool:
         _check_pool_name(name)
         body = {
             "name": name,
@@ -128,8 +187,7 @@ class RemoteLake(Lake):
             "compaction": None if compaction is None else dict(compaction),
             "retention": wire.retention_to_json(retention),
         }
-        config = wire.config_from_json(self._http.call("POST", "/v1/pools", body=body))
-        return RemotePool(self._http, config)
+        return self._opened(wire.config_from_json(self._http.call("POST", "/v1/pools", body=body)))
 
     def drop_pool(self, name: str) -> PoolConfig:
         return wire.config_from_json(self._http.call("DELETE", f"/v1/pools/{_seg(name)}"))
@@ -207,125 +265,12 @@ def _check_pool_name(name: str) -> None:
     validate_pool_name(name)
 
 
-def _check_ref_name(kind: str, name: str) -> None:
-    """A new branch's or tag's name, checked here for the same reason."""
-    from limno.core.refs import validate_ref_name
-
-    validate_ref_name(kind, name)
-
-
-def _seg(text: str) -> str:
-    """``text`` as one segment of a URL path (``.`` and ``..`` encoded too: a client
-    would resolve them as dot segments; the server decodes them as names)."""
-    return quote(text, safe="") if text.strip(".") else text.replace(".", "%2E")
-
-
-class RemotePool(RemoteProtection, RemoteIngest, RemoteIndexes, Pool):
-    """A pool of a lake behind ``limno serve``, addressed by its id (renames keep it)."""
+class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
+    """A record pool of a lake behind ``limno serve``, addressed by its id (renames keep
+    it); its git operations are :class:`~limno.api.remote_git.RemoteGit`'s."""
 
     def __init__(self, http: remote_http.Connection, config: PoolConfig) -> None:
-        self._http = http
-        self.config = config
-        self._path = f"/v1/pools/{_seg(config.id)}"
-
-    def _call(self, method: str, op: str, params: Any = None, body: Any = None) -> Any:
-        return self._http.call(method, f"{self._path}/{op}", params, body)
-
-    # -- refs and history ------------------------------------------------------------------
-    def branches(self) -> dict[str, str]:
-        return dict(self._call("GET", "branches"))
-
-    def tags(self) -> dict[str, str]:
-        return dict(self._call("GET", "tags"))
-
-    def branch(self, name: str, from_ref: str | None = None) -> str:
-        _check_ref_name("branch", name)
-        return str(
-            self._call("POST", "branches", body={"name": name, "from_ref": from_ref})["commit"]
-        )
-
-    def delete_branch(self, name: str) -> str:
-        return str(self._call("DELETE", f"branches/{_seg(name)}")["commit"])
-
-    def tag(self, name: str, from_ref: str | None = None) -> str:
-        _check_ref_name("tag", name)
-        return str(self._call("POST", "tags", body={"name": name, "from_ref": from_ref})["commit"])
-
-    def delete_tag(self, name: str) -> str:
-        return str(self._call("DELETE", f"tags/{_seg(name)}")["commit"])
-
-    def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
-        params = {"ref": ref, "as_of": wire.time_to_json(as_of)}
-        return str(self._call("GET", "resolve", params)["commit"])
-
-    def log(
-        self,
-        ref: str | None = None,
-        limit: int | None = None,
-        first_parent: bool = False,
-        *,
-        as_of: dt.datetime | None = None,
-    ) -> list[Commit]:
-        params = {"ref": ref, "limit": limit, "first_parent": first_parent}
-        params["as_of"] = wire.time_to_json(as_of)
-        return [wire.commit_from_json(c) for c in self._call("GET", "log", params)]
-
-    def merge(
-        self,
-        source: str,
-        into: str = "main",
-        strategy: str = "fail",
-        message: str = "",
-        author: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        fast_forward: bool = True,
-    ) -> MergeResult:
-        body = {
-            "source": source,
-            "into": into,
-            "strategy": strategy,
-            "message": message,
-            "author": author,
-            "meta": None if meta is None else dict(meta),
-            "fast_forward": fast_forward,
-        }
-        return wire.merge_from_json(self._call("POST", "merge", body=body))
-
-    def diff(
-        self,
-        old: str,
-        new: str | None = None,
-        three_dot: bool = False,
-        *,
-        as_of: dt.datetime | None = None,
-    ) -> list[DiffEntry]:
-        params = {"old": old, "new": new, "three_dot": three_dot}
-        params["as_of"] = wire.time_to_json(as_of)
-        return [wire.diff_from_json(e) for e in self._call("GET", "diff", params)]
-
-    def cherry_pick(self, commit: str, branch: str = "main", strategy: str = "fail") -> Commit:
-        body = {"commit": commit, "branch": branch, "strategy": strategy}
-        return wire.commit_from_json(self._call("POST", "cherry-pick", body=body))
-
-    def reset(self, branch: str, ref: str) -> tuple[str, str]:
-        done = self._call("POST", "reset", body={"branch": branch, "ref": ref})
-        return str(done["old"]), str(done["new"])
-
-    def revert(
-        self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
-    ) -> Commit:
-        body = {"commit": commit_id, "branch": branch, "message": message, "author": author}
-        return wire.commit_from_json(self._call("POST", "revert", body=body))
-
-    # -- hooks -----------------------------------------------------------------------------
-    def hook_specs(self) -> list[HookSpec]:
-        return [wire.hook_from_json(h) for h in self._call("GET", "hooks")]
-
-    def add_hook(self, spec: HookSpec) -> None:
-        self._call("POST", "hooks", body=wire.hook_to_json(spec))
-
-    def remove_hook(self, name: str) -> None:
-        self._call("DELETE", f"hooks/{_seg(name)}")
+        self._init_remote(http, config)
 
     def set_iterators(
         self,
@@ -429,11 +374,10 @@ class RemotePool(RemoteProtection, RemoteIngest, RemoteIndexes, Pool):
             "limit": limit,
             "as_of": wire.time_to_json(as_of),
         }
-        it = self._http.batches("GET", f"{self._path}/scan", params)
-        next(it)  # the schema: a scan yields only tables with rows
-        for batch in it:
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch])
+        from limno.api import remote_scan  # its decoding of stored objects, or Arrow IPC
+
+        path = f"{self._path}/scan"
+        yield from remote_scan.iter_scan(self._http, path, params, self.config, order == "desc")
 
     def scan(
         self,
@@ -490,19 +434,6 @@ class RemotePool(RemoteProtection, RemoteIngest, RemoteIndexes, Pool):
         body = {"partition": partition, "branch": branch, "at": wire.value_to_json(at)}
         done = self._call("POST", "split", body=body)
         return None if done["commit"] is None else wire.commit_from_json(done["commit"])
-
-    def vacuum(
-        self,
-        grace: dt.timedelta | None = None,
-        dry_run: bool = False,
-        retention: Retention = None,
-    ) -> VacuumReport:
-        body = {
-            "grace": wire.retention_to_json(grace),
-            "dry_run": dry_run,
-            "retention": wire.retention_to_json(retention),
-        }
-        return wire.vacuum_from_json(self._call("POST", "vacuum", body=body))
 
     def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
         import base64

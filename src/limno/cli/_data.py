@@ -29,6 +29,7 @@ from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
 if TYPE_CHECKING:
+    from limno import api
     from limno.api import Engine
     from limno.core.commits import Commit
     from limno.data import objects, sql_safety
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from limno.pools import inspect
     from limno.pools.records import key_ranges
 else:
+    api = lazy_module("limno.api")
     key_ranges = lazy_module("limno.pools.records.key_ranges")
     objects = lazy_module("limno.data.objects")
     sql_safety = lazy_module("limno.data.sql_safety")  # DuckDB: only for SQL
@@ -126,6 +128,7 @@ def add(obj: Context, ref: str | None, ifmt: str | None, files: Sequence[str]) -
 @click.option("-m", "--message", default="", help="Commit message.")
 @click.option("--author", default=None)
 @meta_option
+@click.option("--prefix", default=None, help="File pools: only the changes under this prefix.")
 @click.argument("ids", nargs=-1)
 @click.pass_obj
 def commit(
@@ -134,11 +137,27 @@ def commit(
     message: str,
     author: str | None,
     meta: Sequence[tuple[str, str]],
+    prefix: str | None,
     ids: Sequence[str],
 ) -> None:
-    """Commit staged objects (all, or the given IDs) as one commit."""
+    """Commit staged objects (all, or the given IDs) as one commit; on a file pool, its
+    staged changes (all, or those under --prefix)."""
     name, branch = obj.branch_ref(ref)
-    pool = obj.lake().pool(name)
+    pool = obj.lake().versioned_pool(name)
+    if isinstance(pool, api.FilePool):
+        if ids:
+            raise InvalidInputError("a file pool commits its staged paths: give no IDs")
+        made = pool.commit(branch, message, author, dict(meta), prefix)
+        removed = sum(a.op == "delete" for a in made.actions)
+        _done(
+            made,
+            f"committed {len(made.actions)} path(s) ({len(made.actions) - removed} written,"
+            f" {removed} removed) to {pool.name}@{branch}",
+        )
+        return
+    if prefix is not None:
+        raise InvalidInputError("--prefix is for file pools; commit IDs of a record pool")
+    assert isinstance(pool, api.Pool)
     made = pool.commit(list(ids) or None, branch, message, author, dict(meta))
     objs = [objects.DataObject.from_json(a.value) for a in made.actions]
     _done(made, f"committed {_summary(objs)} to {pool.name}@{branch}")
@@ -177,7 +196,7 @@ def log(
 ) -> None:
     """Commits reachable from a ref, newest first, with their actions."""
     name, at = obj.pool_ref(ref)
-    commits = obj.lake().pool(name).log(at, limit, first_parent, as_of=as_of)
+    commits = obj.lake().versioned_pool(name).log(at, limit, first_parent, as_of=as_of)
     fmt = obj.format(fmt)
     if fmt == "table":
         for c in commits:
@@ -375,7 +394,7 @@ def delete(
 def revert(obj: Context, ref: str | None, message: str, author: str | None, commit_id: str) -> None:
     """Make a commit that undoes COMMIT_ID."""
     name, branch = obj.branch_ref(ref)
-    pool = obj.lake().pool(name)
+    pool = obj.lake().versioned_pool(name)
     made = pool.revert(commit_id, branch, message, author)
     _done(made, f"reverted {commit_id} on {pool.name}@{branch} ({len(made.actions)} action(s))")
 
@@ -409,7 +428,7 @@ def vacuum(
     """Free the bytes of objects that no branch, tag, staging area or retained commit holds."""
     name, _ = obj.pool_ref(ref)
     with activity(f"vacuuming {name}"):
-        report = obj.lake().pool(name).vacuum(grace, dry_run, retention)
+        report = obj.lake().versioned_pool(name).vacuum(grace, dry_run, retention)
     verb = "would remove" if dry_run else "removed"
     out = obj.listing_format(fmt)
     if out is None:  # piped, no format chosen: PATH<TAB>BYTES lines

@@ -51,7 +51,7 @@ def _working_branch(obj: Context, ref: str | None, pool: str) -> str | None:
         return at
     lake = obj.lake()
     try:
-        same = lake.pool(working_pool).id == lake.pool(pool).id
+        same = lake.versioned_pool(working_pool).id == lake.versioned_pool(pool).id
     except NotFoundError:  # e.g. the working pool was dropped since 'limno use'
         return None
     return at if same else None
@@ -65,7 +65,7 @@ def _ref_arg(obj: Context, ref: str | None, text: str) -> tuple[str, str]:
         if (
             pool is not None
             and ref is not None
-            and obj.lake().pool(pool).id != (obj.lake().pool(named).id)
+            and obj.lake().versioned_pool(pool).id != (obj.lake().versioned_pool(named).id)
         ):
             raise InvalidInputError(f"{text!r} is not a ref of pool {pool!r}")
         return named, at or "main"
@@ -85,7 +85,7 @@ def _named_ref(
 ) -> None:
     """What ``branch`` and ``tag`` share: list, create or delete a named ref."""
     pool_name, at = obj.pool_ref(ref)
-    pool = obj.lake().pool(pool_name)
+    pool = obj.lake().versioned_pool(pool_name)
     if name is None:
         if delete:
             raise InvalidInputError(f"{kind} -d needs a {kind} NAME")
@@ -157,7 +157,7 @@ def _protection(
     if target is None or from_ref is not None:
         raise InvalidInputError(f"usage: limno branch {word} -p POOL BRANCH")
     pool_name, _ = obj.pool_ref(ref)
-    pool = obj.lake().pool(pool_name)
+    pool = obj.lake().versioned_pool(pool_name)
     where = f"{pool.name}@{target}"
     if word == "protect":
         changed = pool.protect(target)
@@ -211,7 +211,7 @@ def merge(
     """Merge SOURCE into a branch: fast-forward when possible, else a three-way merge."""
     pool_name, src = _ref_arg(obj, ref, source)
     dest = into or _working_branch(obj, ref, pool_name) or "main"
-    pool = obj.lake().pool(pool_name)
+    pool = obj.lake().versioned_pool(pool_name)
     result = pool.merge(src, dest, strategy, message, author, dict(meta), fast_forward=not no_ff)
     click.echo(result.commit)
     if result.kind == "up-to-date":
@@ -246,7 +246,7 @@ def diff(
     as_of: dt.datetime | None,
     refs: Sequence[str],
 ) -> None:
-    """Objects added, removed or changed from REF1 to REF2.
+    """Objects (of a file pool: paths) added, removed or changed from REF1 to REF2.
 
     With one REF, from the working branch (-p, limno use, else main) to REF.
     """
@@ -255,13 +255,18 @@ def diff(
     pool_name, new = _ref_arg(obj, ref, refs[-1])
     if len(refs) == 2:
         old_pool, old = _ref_arg(obj, ref, refs[0])
-        if obj.lake().pool(old_pool).id != obj.lake().pool(pool_name).id:
+        if obj.lake().versioned_pool(old_pool).id != obj.lake().versioned_pool(pool_name).id:
             raise InvalidInputError("diff compares two refs of one pool")
     else:
         old = _working_branch(obj, ref, pool_name) or "main"
-    pool = obj.lake().pool(pool_name)
+    pool = obj.lake().versioned_pool(pool_name)
     entries = pool.diff(old, new, three_dot=three_dot, as_of=as_of)
-    write_tables([inspect.diff_table(entries)], obj.format(fmt))
+    if pool.kind == "files":  # paths, not data objects
+        from limno.cli._fs import CHANGE_COLUMNS, diff_rows
+
+        write_dicts(CHANGE_COLUMNS, diff_rows(entries), obj.format(fmt))
+    else:
+        write_tables([inspect.diff_table(entries)], obj.format(fmt))
     counts = {c: sum(e.change == c for e in entries) for c in ("added", "removed", "changed")}
     dots = "..." if three_dot else ".."
     click.echo(
@@ -279,7 +284,7 @@ def diff(
 def cherry_pick(obj: Context, ref: str | None, strategy: str, commit: str) -> None:
     """Apply the changes of COMMIT to the branch as a new commit."""
     name, branch_name = obj.branch_ref(ref)
-    pool = obj.lake().pool(name)
+    pool = obj.lake().versioned_pool(name)
     made = pool.cherry_pick(commit, branch_name, strategy)
     click.echo(made.id)
     click.echo(
@@ -298,7 +303,7 @@ def reset(obj: Context, ref: str | None, hard: bool, target: str) -> None:
     if not hard:
         raise InvalidInputError("reset needs --hard (the only mode: branches have no worktree)")
     name, branch_name = obj.branch_ref(ref)
-    pool = obj.lake().pool(name)
+    pool = obj.lake().versioned_pool(name)
     old, new = pool.reset(branch_name, target)
     click.echo(new)
     click.echo(f"reset {pool.name}@{branch_name} from {old} to {new}", err=True)
@@ -355,7 +360,7 @@ def hook_add(
             raise InvalidInputError(f"--header {h!r}: give NAME=VALUE")
         pairs.append((key.strip(), value.strip()))
     pool_name, _ = obj.pool_ref(ref)
-    pool = obj.lake().pool(pool_name)
+    pool = obj.lake().versioned_pool(pool_name)
     spec = HookSpec(
         name,
         event,
@@ -378,7 +383,7 @@ def hook_add(
 def hook_ls(obj: Context, ref: str | None, fmt: str | None) -> None:
     """List the pool's hooks."""
     pool_name, _ = obj.pool_ref(ref)
-    specs = obj.lake().pool(pool_name).hook_specs()
+    specs = obj.lake().versioned_pool(pool_name).hook_specs()
     table = pa.table(
         {
             "name": [s.name for s in specs],
@@ -405,7 +410,7 @@ def _hook_runs(spec: HookSpec) -> str:
 def hook_rm(obj: Context, ref: str | None, name: str) -> None:
     """Remove hook NAME from the pool."""
     pool_name, _ = obj.pool_ref(ref)
-    pool = obj.lake().pool(pool_name)
+    pool = obj.lake().versioned_pool(pool_name)
     pool.remove_hook(name)
     click.echo(f"removed hook {name!r} from pool {pool.name}", err=True)
 

@@ -50,6 +50,7 @@ COMMAND_MODULES = {
         ("_config", "config"),
         ("_index", "index"),
         ("_ingest", "ingest"),
+        ("_fs", "fs"),
         ("_iterator", "iterator"),
     )
     for name in names.split()

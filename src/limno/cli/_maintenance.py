@@ -100,7 +100,11 @@ def manage(
     interval: dt.timedelta,
     grace: dt.timedelta,
 ) -> None:
-    """Background maintenance: partition splits, compaction jobs, vacuum (until Ctrl-C)."""
+    """Background maintenance: partition splits, compaction jobs, vacuum (until Ctrl-C).
+
+    Each pass runs the ingest batcher's due jobs first. With --once, an ingest job
+    that failed in the pass makes it exit 1 (one error line naming the job and the
+    reason), once the rest of the pass is done; see 'limno ingest ls --jobs'."""
 
     def log(message: str) -> None:
         click.echo(message, err=True)

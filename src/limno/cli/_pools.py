@@ -80,7 +80,18 @@ def create(
     compaction: str | None,
     retention: tuple[str, ...],
 ) -> None:
-    """Create a pool (branch main, at an empty root commit)."""
+    """Create a pool (branch main, at an empty root commit): of records (the default),
+    or with --kind files of files by path ('limno fs')."""
+    if kind == "files":
+        _files_take_no_record_options(
+            key=key,
+            target_size=target_size,
+            schema=schema_file,
+            iterator=iterators,
+            iterator_file=iterator_file,
+            split_threshold=split_threshold,
+            compaction=compaction,
+        )
     windows = {}
     for rule in retention:
         glob, sep, span = rule.rpartition("=")
@@ -97,10 +108,14 @@ def create(
     # here first, so that a mistyped one creates nothing
     spec = iterator_specs.parse_iterators(iterators, file_text=file_text, file_name=iterator_file)
     lake = obj.lake()
+    if kind == "files":
+        click.echo(lake.create_pool(pool, kind="files", retention=windows or None).id)
+        click.echo(f"created pool {pool} (files)", err=True)
+        return
     created = lake.create_pool(
         pool,
         key=key,
-        kind=kind,
+        kind="records",
         target_size=target_size,
         schema=schema,
         iterators=() if spec.user else iterators,
@@ -120,6 +135,18 @@ def create(
     if spec.user:  # which file (by its digest) the lake now runs
         summary += f"; iterators {created.config.settings.iterators.describe()}"
     click.echo(f"created pool {created.name} ({summary})", err=True)
+
+
+def _files_take_no_record_options(**given: object) -> None:
+    """A file pool has paths, not a key: the options of record pools are refused (one
+    left at its default is not given: ``--target-size``'s)."""
+    ctx = click.get_current_context()
+    for name, value in given.items():
+        source = ctx.get_parameter_source(name if name != "iterator" else "iterators")
+        if value and source != click.core.ParameterSource.DEFAULT:
+            flag = {"key": "-k/--key", "iterator": "--iterator"}.get(name)
+            flag = flag or "--" + name.replace("_", "-")
+            raise InvalidInputError(f"{flag} is for record pools: a file pool has no key")
 
 
 def _compaction(text: str) -> dict[str, object]:
@@ -149,7 +176,7 @@ def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
     if pool is None:
         listing = inspect.pools_rows(lake.list_pools())
     else:
-        found = lake.pool(pool)
+        found = lake.versioned_pool(pool)
         listing = inspect.branches_rows(found.branches(), found.tags(), found.protected())
     write_rows(listing, obj.format(fmt))
 
@@ -161,7 +188,7 @@ def ls(obj: Context, pool: str | None, fmt: str | None) -> None:
 def drop(obj: Context, pool: str, force: bool) -> None:
     """Delete a pool with all its data and history."""
     lake = obj.lake()
-    lake.pool(pool)  # a missing pool fails before the question
+    lake.versioned_pool(pool)  # a missing pool fails before the question
     if not force:
         if not sys.stdin.isatty():
             raise InvalidInputError(f"refusing to drop pool {pool!r} without -f")
@@ -193,7 +220,7 @@ def use(obj: Context, ref: str | None) -> None:
         click.echo(current)
         return
     pool_name, at = obj.pool_ref(ref)
-    pool = lake.pool(pool_name)
+    pool = lake.versioned_pool(pool_name)
     branch = at or "main"
     if branch not in pool.branches():
         raise NotFoundError(f"branch {branch!r} not found")

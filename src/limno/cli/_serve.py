@@ -6,10 +6,15 @@ pays for them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from limno.cli._context import SIZE, Context
 from limno.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from limno.gateway.handlers_common import GatewayOptions
 
 __all__ = ["COMMANDS"]
 
@@ -130,6 +135,36 @@ def default_workers() -> int:
     metavar="N",
     help="Server processes sharing the port  [default: one per core, at most 4].",
 )
+@click.option(
+    "--s3-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="PORT",
+    help="Also serve the S3 gateway (file pools as buckets) on this port (0: any free one;"
+    " a second ready line says which).",
+)
+@click.option(
+    "--s3-host", default=None, metavar="HOST", help="The gateway's address [default: --host]."
+)
+@click.option(
+    "--s3-domain",
+    default=None,
+    metavar="DOMAIN",
+    help="Virtual-host addressing: BUCKET.DOMAIN is bucket BUCKET (path-style always works).",
+)
+@click.option(
+    "--s3-root-branch",
+    default=None,
+    metavar="BRANCH",
+    help="Keys are paths on BRANCH of every pool (s3://pool/path), and CreateBucket /"
+    " DeleteBucket create and drop file pools. Default: keys are REF/PATH.",
+)
+@click.option(
+    "--s3-autocommit",
+    is_flag=True,
+    help="Commit each completed S3 write at once (one commit per write); default: writes"
+    " stay staged until 'limno commit'.",
+)
 @click.pass_obj
 def serve(
     obj: Context,
@@ -148,11 +183,19 @@ def serve(
     events_heartbeat: float,
     max_event_streams: int,
     workers: int | None,
+    s3_port: int | None,
+    s3_host: str | None,
+    s3_domain: str | None,
+    s3_root_branch: str | None,
+    s3_autocommit: bool,
 ) -> None:
     """Serve the lake's HTTP API until SIGTERM or Ctrl-C (OpenAPI at /openapi.json).
 
     Every request but /health and the API's documents needs an access key (HTTP
     Basic; see 'limno auth'), and LIMNO_AUTH_SECRET must be set, unless --no-auth.
+
+    With --s3-port, the S3 gateway too: buckets are file pools, keys REF/PATH (or paths
+    on --s3-root-branch), requests signed (SigV4 or SigV2) with the same access keys.
     """
     if obj.location.split("://", 1)[0].lower() in ("http", "https"):
         raise InvalidInputError(
@@ -173,12 +216,64 @@ def serve(
     )
     if workers is None:
         workers = default_workers()
-    run(obj.location, host, port, auth=not no_auth, limits=limits, options=options, workers=workers)
+    gateway = _gateway_options(
+        host, port, s3_port, s3_host, s3_domain, s3_root_branch, s3_autocommit, body_timeout
+    )
+    run(
+        obj.location,
+        host,
+        port,
+        auth=not no_auth,
+        limits=limits,
+        options=options,
+        workers=workers,
+        gateway=gateway,
+    )
     # stopped: the process ends now, and the collector's passes over what the server
     # made would only delay its exit (by a few tenths of a second)
     import gc
 
     gc.freeze()
+
+
+def _gateway_options(
+    host: str,
+    port: int,
+    s3_port: int | None,
+    s3_host: str | None,
+    domain: str | None,
+    root_branch: str | None,
+    autocommit: bool,
+    body_timeout: float,
+) -> GatewayOptions | None:
+    """The S3 gateway's settings (None: no --s3-port); InvalidInputError for options
+    that make no sense together."""
+    if s3_port is None:
+        given = [
+            name
+            for name, value in (
+                ("--s3-host", s3_host),
+                ("--s3-domain", domain),
+                ("--s3-root-branch", root_branch),
+                ("--s3-autocommit", autocommit or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)} needs --s3-port (the gateway's port)")
+        return None
+    if s3_port and s3_port == port:
+        raise InvalidInputError(f"--s3-port {s3_port} is the API's port: give the gateway its own")
+    from limno.gateway.handlers_common import GatewayOptions
+
+    return GatewayOptions(
+        host=s3_host or host,
+        port=s3_port,
+        domain=domain.strip(".").lower() if domain else None,
+        root_branch=root_branch or None,
+        autocommit=autocommit,
+        body_timeout=body_timeout,
+    )
 
 
 COMMANDS = [serve]

@@ -124,6 +124,9 @@ class _LRU:
 
 _ranges = _LRU(8192)
 _metaranges = _LRU(256)
+#: per snapshot, its ranges and their last keys (what a seek bisects): rebuilding the
+#: list for each lookup would cost O(ranges) where the lookup itself is O(log ranges)
+_seek_index = _LRU(256)
 
 
 class Snapshots:
@@ -167,6 +170,16 @@ class Snapshots:
         _metaranges.put(f"{self._cached}/{snapshot}", tuple(refs))
         return refs
 
+    def _index(self, snapshot: str) -> tuple[tuple[RangeRef, ...], list[str]]:
+        """The snapshot's ranges and their last keys (cached: both are immutable)."""
+        key = f"{self._cached}/{snapshot}"
+        found = _seek_index.get(key)
+        if found is None:
+            refs = tuple(self.ranges(snapshot))
+            found = (refs, [r.last for r in refs])
+            _seek_index.put(key, found)
+        return found
+
     def range_entries(self, rid: str) -> list[Entry]:
         cached = _ranges.get(f"{self._cached}/{rid}")
         if cached is not None:
@@ -181,16 +194,35 @@ class Snapshots:
         for ref in self.ranges(snapshot):
             yield from self.range_entries(ref.id)
 
+    def entries_from(self, snapshot: str, start: str) -> Iterator[Entry]:
+        """The entries with key ``>= start``, in key order, read lazily: the metarange
+        says (by bisecting on each range's last key) which range holds ``start``, and
+        ranges after it are read only as the caller goes on. Listing a prefix, a page
+        from a marker, or skipping past a common prefix (a new call) therefore reads
+        ranges in proportion to what it returns, not to the snapshot."""
+        refs, lasts = self._index(snapshot)
+        i = bisect.bisect_left(lasts, start) if start else 0
+        for ref in refs[i:]:
+            entries = self.range_entries(ref.id)
+            if start and ref.first < start:
+                lo = bisect.bisect_left([k for k, _ in entries], start)
+                entries = entries[lo:]
+            yield from entries
+
     def read(self, snapshot: str) -> dict[str, dict[str, Any]]:
         return dict(self.entries(snapshot))
 
     def get(self, snapshot: str, key: str) -> dict[str, Any] | None:
-        """One entry, reading only the range that can hold it."""
-        refs = self.ranges(snapshot)
-        i = bisect.bisect_left([r.last for r in refs], key)
+        """One entry, reading only the range that can hold it (two bisections)."""
+        refs, lasts = self._index(snapshot)
+        i = bisect.bisect_left(lasts, key)
         if i == len(refs) or key < refs[i].first:
             return None
-        return dict(self.range_entries(refs[i].id)).get(key)
+        entries = self.range_entries(refs[i].id)
+        j = bisect.bisect_left(entries, (key,))
+        if j < len(entries) and entries[j][0] == key:
+            return entries[j][1]
+        return None
 
     def count(self, snapshot: str) -> int:
         return sum(r.count for r in self.ranges(snapshot))

@@ -295,6 +295,45 @@ class Gc:
                 backoff(attempt)  # only the gc entry moved: check again
                 attempt += 1
 
+    def confirm(self, new_keys: Callable[[], Collection[str]], since: int | None) -> None:
+        """Check a reference just written to a staging area, as :meth:`land` checks a ref
+        move, without appending anything: wait while a registered run decides about
+        ``new_keys()``, and raise ConflictError if vacuum removed one of them.
+
+        For objects staged without a lease covering them (a file pool's copy stages an
+        entry naming a blob some history holds): a run that marks after the staging
+        entry was written sees it when it reads the staging areas again; one that marked
+        before is registered now (its candidates are checked) or has finished (the epoch
+        moved since ``since``: its tombstones are checked).
+        """
+        deadline = time.monotonic() + self.wait_seconds
+        cache: list[Collection[str]] = []
+
+        def keys() -> Collection[str]:
+            if not cache:
+                cache.append(set(new_keys()))
+            return cache[0]
+
+        attempt = 0
+        while True:
+            try:
+                self.check(self.state(), keys, since)
+                return
+            except _Busy as busy:
+                if time.monotonic() > deadline:
+                    raise ConflictError(
+                        f"vacuum run {busy.run} of this pool has been deciding about"
+                        f" {len(busy.keys)} object(s) this change references for over"
+                        f" {self.wait_seconds:.0f}s. If that vacuum died, run 'limno vacuum'"
+                        " again to clear it, then retry"
+                    ) from None
+                if self.on_wait is not None:
+                    self.on_wait(busy.run, busy.keys)
+                time.sleep(min(0.25, 0.01 * 2 ** min(attempt, 5)))
+            except _Finished:
+                pass  # at most once per run: the state read next no longer has it
+            attempt += 1
+
     # -- vacuum -------------------------------------------------------------------
     def begin(self, candidates: Iterable[str], lease: str, trimmed: bool) -> str:
         """Register a run with its candidate list (step 2); its id."""

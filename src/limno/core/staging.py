@@ -2,9 +2,14 @@
 
 ``add`` writes its objects and stages them; ``commit`` later lands what is staged
 in one commit. A staged entry is one small JSON file,
-``<pool-id>/staging/<branch>/<key>.json``, holding the entry and the gc ticket read
-before its object was written (vacuum reads these areas too: see
-:mod:`limno.core.gc`). The area lives here, apart from the commit protocol of
+``<pool-id>/staging/<branch>/<name>.json``, holding the key, the entry and the gc
+ticket read before its object was written (vacuum reads these areas too: see
+:mod:`limno.core.gc`). ``<name>`` is the key itself when it is a plain id (a record
+pool's object ids: lakes written before file pools keep their names) and
+``~<sha256 of the key>`` otherwise: a file pool's keys are paths of up to 1,024 bytes
+with any characters, ``/``, ``..`` and spaces included, which no object name can hold.
+A staged value may be a *tombstone* (:data:`TOMBSTONE`, a file pool's staged delete):
+its commit deletes the key's committed entry. The area lives here, apart from the commit protocol of
 :mod:`limno.core.versioning`, because it is a separate store with its own recovery:
 an entry whose commit landed but whose unstaging never ran is dropped when the area
 is next read, so it cannot come back once the branch moves on.
@@ -13,9 +18,11 @@ is next read, so it cannot come back once the branch moves on.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from limno.core.commits import Action
 from limno.core.refs import validate_ref_name
@@ -27,7 +34,45 @@ if TYPE_CHECKING:
     from limno.core.refs import RefStore
     from limno.storage import Storage
 
-__all__ = ["Staging"]
+__all__ = ["TOMBSTONE", "Staging", "is_tombstone", "staging_name"]
+
+T = TypeVar("T")
+
+#: keys staged under their own name (record pools' object ids are KSUIDs)
+_PLAIN_KEY = re.compile(r"[0-9A-Za-z]{1,64}")
+#: the staged value of a delete: committing it deletes the key's committed entry
+TOMBSTONE: Mapping[str, Any] = {"deleted": True}
+
+
+def is_tombstone(value: Mapping[str, Any]) -> bool:
+    return value.get("deleted") is True and len(value) == 1
+
+
+#: above this many entries, a remote staging area is read (and unstaged) by several
+#: threads: one request per entry, which on S3 is network latency, not work (on a local
+#: or memory store a request is microseconds of work, and threads only add contention)
+PARALLEL_FROM = 64
+STAGING_THREADS = 16
+
+
+def _each(storage: Storage, fn: Callable[[str], T], items: Sequence[str]) -> list[T]:
+    """``[fn(i) for i in items]``, by :data:`STAGING_THREADS` threads when there are many
+    and the store is remote (named ``limno-staging-*``: tests that pause a writer's
+    threads see them as its own)."""
+    if len(items) < PARALLEL_FROM or storage.uri.startswith(("file:", "memory:")):
+        return [fn(i) for i in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(STAGING_THREADS, thread_name_prefix="limno-staging") as pool:
+        return list(pool.map(fn, items))
+
+
+def staging_name(key: str) -> str:
+    """The file name a staged ``key`` takes in its branch's area (see the module
+    docstring): a name any store accepts, whatever the key holds."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{key}.json"
+    return f"~{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
 
 
 class Staging:
@@ -55,38 +100,67 @@ class Staging:
             raise NotFoundError(f"branch {branch!r} not found") from None
         return f"{self.pool_id}/staging/{branch}"
 
-    def stage(self, branch: str, key: str, value: Mapping[str, Any], since: int) -> None:
+    def stage(self, branch: str, key: str, value: Mapping[str, Any], since: int | None) -> None:
         """Stage an added entry on ``branch`` (committed later by :meth:`commit_staged`).
 
         ``since`` is the gc ticket read before the entry's object was written; the
-        commit that lands it checks against it (see :mod:`limno.core.gc`). A protected
-        branch refuses: what is staged could only be committed directly.
+        commit that lands it checks against it (see :mod:`limno.core.gc`; None: check
+        its objects against vacuum's tombstones). A protected branch refuses: what is
+        staged could only be committed directly.
         """
         self.writable_head(branch)
         doc = {"key": key, "value": dict(value), "since": since}
         data = json.dumps(doc, sort_keys=True).encode()
-        self.storage.put(f"{self._staging_prefix(branch)}/{key}.json", data)
+        self.storage.put(f"{self._staging_prefix(branch)}/{staging_name(key)}", data)
+
+    def staged_doc(self, branch: str, key: str) -> tuple[dict[str, Any], int | None] | None:
+        """The staged value of one key on ``branch`` and its ticket (None: not staged),
+        read without listing the area. Unlike :meth:`staged` it does not drop an entry
+        whose commit landed before its unstaging: callers compare with the head."""
+        path = f"{self._staging_prefix(branch)}/{staging_name(key)}"
+        try:
+            doc = json.loads(self.storage.get(path))
+        except NotFoundError:
+            return None
+        except ValueError as e:
+            raise CorruptError(f"{path}: unreadable staging entry ({e})") from e
+        value = doc.get("value") if isinstance(doc, dict) else None
+        if not isinstance(value, dict) or doc.get("key") != key:
+            raise CorruptError(f"{path}: unreadable staging entry")
+        since = doc.get("since")
+        return value, since if isinstance(since, int) and not isinstance(since, bool) else None
 
     def staged(self, branch: str) -> dict[str, dict[str, Any]]:
         """The staged entries of ``branch``, by key."""
         return {k: v for k, (v, _) in self._staged_docs(branch).items()}
 
+    def staged_docs(self, branch: str) -> dict[str, tuple[dict[str, Any], int | None]]:
+        """Staged entries (tombstones too) with the ticket each was written under."""
+        return self._staged_docs(branch)
+
     def _staged_docs(self, branch: str) -> dict[str, tuple[dict[str, Any], int | None]]:
         """Staged entries with the ticket each was written under (None: unknown)."""
         out: dict[str, tuple[dict[str, Any], int | None]] = {}
-        for info in self.storage.walk(self._staging_prefix(branch)):
-            try:
-                doc = json.loads(self.storage.get(info.path))
-                key, value = doc["key"], doc["value"]
-                since = doc.get("since")
-            except NotFoundError:
-                continue  # committed or dropped meanwhile
-            except (ValueError, KeyError, TypeError) as e:
-                raise CorruptError(f"{info.path}: unreadable staging entry ({e})") from e
-            if not isinstance(key, str) or not isinstance(value, dict):
-                raise CorruptError(f"{info.path}: unreadable staging entry")
-            out[key] = (value, since if isinstance(since, int) else None)
+        paths = [info.path for info in self.storage.walk(self._staging_prefix(branch))]
+        for doc in _each(self.storage, self._read_doc, paths):
+            if doc is not None:
+                key, value, since = doc
+                out[key] = (value, since)
         return self._drop_landed(branch, out)
+
+    def _read_doc(self, path: str) -> tuple[str, dict[str, Any], int | None] | None:
+        """One staging entry: (key, value, ticket), or None if it is gone."""
+        try:
+            doc = json.loads(self.storage.get(path))
+            key, value = doc["key"], doc["value"]
+            since = doc.get("since")
+        except NotFoundError:
+            return None  # committed or dropped meanwhile
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptError(f"{path}: unreadable staging entry ({e})") from e
+        if not isinstance(key, str) or not isinstance(value, dict):
+            raise CorruptError(f"{path}: unreadable staging entry")
+        return key, value, since if isinstance(since, int) else None
 
     def _drop_landed(
         self, branch: str, docs: dict[str, tuple[dict[str, Any], int | None]]
@@ -99,14 +173,37 @@ class Staging:
         if head is None:
             return docs
         snapshot = self.commits.get(head).snapshot
-        landed = [k for k, (v, _) in docs.items() if self.snapshots.get(snapshot, k) == v]
+        landed = [k for k, (v, _) in docs.items() if self._landed(snapshot, k, v)]
         with contextlib.suppress(LimnoError):
-            self.unstage(branch, landed)
+            self.unstage(branch, landed, expect={k: docs[k][0] for k in landed})
         return {k: d for k, d in docs.items() if k not in landed}
 
-    def unstage(self, branch: str, keys: Iterable[str]) -> None:
-        for key in keys:
-            self.storage.delete(f"{self._staging_prefix(branch)}/{key}.json")
+    def _landed(self, snapshot: str, key: str, value: Mapping[str, Any]) -> bool:
+        """Whether ``snapshot`` holds the staged ``value`` of ``key`` (a tombstone: holds
+        no entry for it, so there is nothing left to delete)."""
+        current = self.snapshots.get(snapshot, key)
+        return current is None if is_tombstone(value) else current == value
+
+    def unstage(
+        self,
+        branch: str,
+        keys: Iterable[str],
+        expect: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Drop staged ``keys``; with ``expect``, only those whose staged value is still
+        the expected one (a file pool's path may be staged again meanwhile: that newer
+        write must stay). The check and the delete are two requests, so this narrows
+        the window rather than closing it."""
+        prefix = self._staging_prefix(branch)
+
+        def drop(key: str) -> None:
+            if expect is not None:
+                doc = self.staged_doc(branch, key)
+                if doc is None or doc[0] != expect.get(key):
+                    return
+            self.storage.delete(f"{prefix}/{staging_name(key)}")
+
+        _each(self.storage, drop, list(keys))
 
     def commit_staged(
         self,
@@ -123,12 +220,33 @@ class Staging:
             docs = {k: docs[k] for k in keys}
         if not docs:
             raise InvalidInputError(f"nothing staged on branch {branch!r}")
-        actions = [Action("add", k, v) for k, (v, _) in sorted(docs.items())]
-        tickets = [since for _, since in docs.values()]
-        since = None if None in tickets else min(t for t in tickets if t is not None)
+        actions = self.staged_actions(branch, docs)
+        tickets = [since for v, since in docs.values() if not is_tombstone(v)]
+        since = (
+            None if None in tickets else min((t for t in tickets if t is not None), default=None)
+        )
         commit = self.commit(branch, actions, since=since, **kwargs)
         # the commit landed: a failure now must not report it failed (a retry would
         # commit again); what is left staged is dropped when next read (_drop_landed)
         with contextlib.suppress(LimnoError):
             self.unstage(branch, docs)
         return commit
+
+    def staged_actions(
+        self, branch: str, docs: Mapping[str, tuple[Mapping[str, Any], int | None]]
+    ) -> list[Action]:
+        """The actions that commit staged ``docs``: an ``add`` per entry, a ``delete`` of the
+        head's entry per tombstone (whose value must still be the head's when the commit
+        lands, else the commit conflicts)."""
+        head = None
+        actions = []
+        for key, (value, _) in sorted(docs.items()):
+            if not is_tombstone(value):
+                actions.append(Action("add", key, dict(value)))
+                continue
+            if head is None:
+                head = self.commits.get(self.writable_head(branch)).snapshot
+            current = self.snapshots.get(head, key)
+            if current is not None:
+                actions.append(Action("delete", key, current))
+        return actions

@@ -19,7 +19,7 @@ import datetime as dt
 import functools
 import os
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +123,11 @@ class Versioned(Staging):
         #: commit is written: what the entry kind needs next to its entries (a record
         #: pool writes its search indexes' sidecars there); raises to refuse the commit
         self.prepare: Callable[[Commit, Sequence[Action]], None] | None = None
+        #: the stored objects an entry references, as vacuum and writers name them (see
+        #: :mod:`limno.core.gc`): None means the entry's key itself (a record pool's entry
+        #: is keyed by its object's id); a file pool's entry names its blob in its value,
+        #: and an imported one none at all
+        self.object_keys: Callable[[str, Mapping[str, Any]], Iterable[str]] | None = None
 
     @property
     def gc(self) -> Gc:
@@ -190,13 +195,31 @@ class Versioned(Staging):
             return since
         return None
 
+    def keys_of(self, key: str, value: Mapping[str, Any] | None) -> set[str]:
+        """The object keys an entry references (see :attr:`object_keys`); none for None."""
+        if value is None:
+            return set()
+        if self.object_keys is None:
+            return {key}
+        return set(self.object_keys(key, value))
+
     def snapshot_keys(self, commit_id: str) -> set[str]:
-        return {k for k, _ in self.snapshots.entries(self.commits.get(commit_id).snapshot)}
+        """The object keys commit ``commit_id``'s snapshot references."""
+        entries = self.snapshots.entries(self.commits.get(commit_id).snapshot)
+        if self.object_keys is None:
+            return {k for k, _ in entries}
+        return {o for k, v in entries for o in self.object_keys(k, v)}
 
     def added_keys(self, old: str, new: str) -> set[str]:
-        """Keys in commit ``new``'s snapshot that commit ``old``'s lacks."""
+        """Object keys commit ``new``'s snapshot references that the same entries of commit
+        ``old``'s did not (for record pools: the keys ``old``'s lacks)."""
         a, b = self.commits.get(old).snapshot, self.commits.get(new).snapshot
-        return {k for k, va, _ in self.snapshots.diff(a, b) if va is None}
+        if self.object_keys is None:
+            return {k for k, va, _ in self.snapshots.diff(a, b) if va is None}
+        out: set[str] = set()
+        for k, va, vb in self.snapshots.diff(a, b):
+            out |= self.keys_of(k, vb) - self.keys_of(k, va)
+        return out
 
     # -- the commit protocol -----------------------------------------------------
     def commit(
@@ -535,12 +558,22 @@ class Versioned(Staging):
         return resolved.commit
 
     def _new_keys(self, parent_snapshot: str, actions: Sequence[Action]) -> set[str]:
-        """Keys that ``actions`` add and the parent snapshot lacks."""
-        return {
-            a.key
-            for a in actions
-            if a.op in ("add", "create") and self.snapshots.get(parent_snapshot, a.key) is None
-        }
+        """Object keys that ``actions`` add and the parent snapshot's same entries do not
+        reference (for record pools: keys the parent snapshot lacks). An object another
+        entry of the parent references counts as new: more checking, never less."""
+        if self.object_keys is None:
+            return {
+                a.key
+                for a in actions
+                if a.op in ("add", "create") and self.snapshots.get(parent_snapshot, a.key) is None
+            }
+        out: set[str] = set()
+        for a in actions:
+            if a.op in ("add", "create"):
+                new = self.keys_of(a.key, a.value)
+                if new:
+                    out |= new - self.keys_of(a.key, self.snapshots.get(parent_snapshot, a.key))
+        return out
 
     def _changes(
         self, parent: Commit, actions: Sequence[Action]

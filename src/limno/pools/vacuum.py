@@ -130,15 +130,18 @@ def retained_entries(
                 continue
             seen_ranges.add(ref.id)
             for k, value in v.snapshots.range_entries(ref.id):
-                keys.add(k)
+                if v.object_keys is None:
+                    keys.add(k)
+                else:
+                    keys.update(v.object_keys(k, value))
                 if is_index_key(k):
                     index_ids.add(str(value.get("id", "")))
     return keys, index_ids
 
 
 def staged_keys(v: Versioned) -> set[str]:
-    """Entry keys staged on any branch."""
-    keys = set()
+    """Object keys staged on any branch (:attr:`Versioned.object_keys` of each entry)."""
+    keys: set[str] = set()
     for info in v.storage.walk(f"{v.pool_id}/staging"):
         try:
             doc = json.loads(v.storage.get(info.path))
@@ -148,7 +151,13 @@ def staged_keys(v: Versioned) -> set[str]:
             raise CorruptError(f"{info.path}: unreadable staging entry") from e
         if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
             raise CorruptError(f"{info.path}: unreadable staging entry")
-        keys.add(doc["key"])
+        if v.object_keys is None:
+            keys.add(doc["key"])
+            continue
+        value = doc.get("value")
+        if not isinstance(value, dict):
+            raise CorruptError(f"{info.path}: unreadable staging entry")
+        keys.update(v.object_keys(doc["key"], value))
     return keys
 
 
@@ -161,7 +170,8 @@ def _groups(v: Versioned, data_prefix: str) -> dict[str, list[tuple[ObjectInfo, 
     """Files under ``data_prefix`` (and hidden partial ones) by the key they belong to.
 
     A key's files are ``<key>.<ext>``, ``<key>.<ext>#<digits>`` (partial) and
-    everything under ``<key>.<ext>/`` (a Spark job's staging directory).
+    everything under ``<key>.<ext>/`` (a Spark job's staging directory); a file pool's
+    blob has no extension: ``<key>`` and ``<key>#<digits>``.
     """
     groups: dict[str, list[tuple[ObjectInfo, bool]]] = {}
     listed = [(i, False) for i in v.storage.walk(data_prefix)]
@@ -171,6 +181,13 @@ def _groups(v: Versioned, data_prefix: str) -> dict[str, list[tuple[ObjectInfo, 
         key = rel.split("/", 1)[0].split(".", 1)[0].split("#", 1)[0]
         groups.setdefault(key, []).append((info, partial))
     return groups
+
+
+def _is_object(info: ObjectInfo, partial: bool) -> bool:
+    """Whether ``info`` is a key's object itself (``<key>.parquet``, or a file pool's
+    ``<key>``), not a sidecar or a partial file."""
+    name = info.path.rsplit("/", 1)[-1]
+    return not partial and (name.endswith(".parquet") or "." not in name)
 
 
 def _stale_sidecars(
@@ -242,7 +259,7 @@ def _vacuum_objects(
     candidates: dict[str, list[tuple[ObjectInfo, bool]]] = {}
     stale: list[ObjectInfo] = []
     for key, files in _groups(v, data_prefix).items():
-        files.sort(key=lambda f: (f[0].path.endswith(".parquet"), f[0].path))
+        files.sort(key=lambda f: (_is_object(*f), f[0].path))  # the object itself last
         if key in keep:
             report.referenced += 1
             stale += _stale_sidecars(files, index_ids, cutoff, leases)

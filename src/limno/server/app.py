@@ -21,6 +21,7 @@ from limno.server.routes import (
     auth,
     data,
     events,
+    files,
     indexes,
     ingest,
     maintenance,
@@ -82,7 +83,7 @@ def create_app(
         return {"status": "ok", "lake": served.uri}
 
     guards = [Depends(guard), *(Depends(d) for d in dependencies)]
-    for module in (pools, refs, data, indexes, query, maintenance, ingest, events, auth):
+    for module in (pools, refs, data, files, indexes, query, maintenance, ingest, events, auth):
         app.include_router(module.router, dependencies=guards)
     # the short path SPEC.md and `curl -N HOST/events` use; the document lists /v1/events
     app.add_api_route(

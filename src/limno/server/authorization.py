@@ -16,13 +16,15 @@ operation                                                action  on
 =======================================================  ======  ===================
 list pools, meta tables, query, verify (all), events     read    the lake
 create a pool                                            write   the lake
-read a pool (scan, get, log, diff, objects, status ...)  read    the pool
+read a pool (scan, get, log, diff, objects, status,      read    the pool
+stat, read, list files ...)
 write a pool (load, commit, merge, branch, compact,      write   the pool
-vacuum, drop, rename ...)
+vacuum, drop, rename, put, rm, discard files ...)
 hooks (add, remove: a hook runs commands on the server)  admin   the lake
 set a pool's iterators                                   write   the pool
 ... naming a python() iterator (it runs in the server)   admin   the lake
 ingest (submit URLs the server reads with its own keys)  admin   the lake
+import files (a directory or s3:// the server reads)     admin   the lake
 protect, unprotect a branch (binds every writer)         admin   the lake
 users, keys and grants (``/v1/auth/...``)                admin   the lake
 =======================================================  ======  ===================
@@ -126,6 +128,21 @@ RULES: dict[str, Rule] = {
     "get": _R,
     "objects": _R,
     "pool_meta_table": _R,
+    # file pools: reads and staged writes as for records; an import registers what the
+    # server itself reads (its directories, S3 with its credentials), which may reach
+    # what the caller should not (any file of the server's machine): an admin's
+    "files_stat": _R,
+    "files_read": _R,
+    "files_list": _R,
+    "files_diff": _R,
+    "files_uncommitted": _R,
+    "files_put": _W,
+    "files_copy": _W,
+    "files_remove": _W,
+    "files_remove_prefix": _W,
+    "files_commit": _W,
+    "files_discard": _W,
+    "files_import": _ADMIN,
     # search indexes: creating and dropping one is a commit
     "indexes": _R,
     "create_index": _W,

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from limno.api.local import LocalLake
+    from limno.api.local_files import LocalFilePool
     from limno.api.local_pool import LocalPool
 
-__all__ = ["lake_of", "pool_of", "stream_tables"]
+__all__ = ["file_pool_of", "lake_of", "pool_of", "stream_tables", "versioned_of"]
 
 log = logging.getLogger("limno.server")
 
@@ -36,9 +37,21 @@ def lake_of(request: Request) -> LocalLake:
 
 
 def pool_of(request: Request, pool: str) -> LocalPool:
-    """Pool ``pool`` (a name or an id), read afresh from the lake: another server (or a
-    process next to the lake) may have renamed or dropped it since the last request."""
+    """Record pool ``pool`` (a name or an id), read afresh from the lake: another server
+    (or a process next to the lake) may have renamed or dropped it since the last
+    request. A file pool is refused (400, in the lake's words)."""
     return lake_of(request).pool(pool)
+
+
+def file_pool_of(request: Request, pool: str) -> LocalFilePool:
+    """File pool ``pool``, read afresh as :func:`pool_of` reads a record pool."""
+    return lake_of(request).file_pool(pool)
+
+
+def versioned_of(request: Request, pool: str) -> LocalPool | LocalFilePool:
+    """Pool ``pool`` of either kind: what the git routes (refs, log, merge, diff,
+    revert, hooks, vacuum...) work on."""
+    return lake_of(request).versioned_pool(pool)
 
 
 def stream_tables(

@@ -40,6 +40,7 @@ __all__ = [
     "MEDIA_TYPES",
     "NDJSON",
     "NotAcceptableError",
+    "accepts",
     "choose",
     "encode",
     "table_bytes",
@@ -58,10 +59,29 @@ class NotAcceptableError(Exception):
     """No format the server writes matches the request's ``Accept`` header (406)."""
 
 
+def accepts(accept: str | None, media: str) -> bool:
+    """Whether the ``Accept`` header names ``media`` itself (with a quality above 0):
+    for answers a client must ask for by name, such as a scan's stored objects."""
+    return any(m == media for _, _, m in _ranked(accept or ""))
+
+
 def choose(accept: str | None) -> str:
     """The media type to answer with: the client's most preferred one that we write."""
     if not accept:
         return NDJSON
+    for _, _, media in sorted(_ranked(accept)):
+        if media in MEDIA_TYPES:
+            return media
+        if media in ("*/*", "application/*"):
+            return NDJSON
+    raise NotAcceptableError(
+        f"cannot answer with {accept!r}: results come as one of {', '.join(MEDIA_TYPES)}"
+    )
+
+
+def _ranked(accept: str) -> list[tuple[float, int, str]]:
+    """The media types of an ``Accept`` header with a quality above 0, as (-quality,
+    position, type), in header order (sorted, the most preferred comes first)."""
     ranked: list[tuple[float, int, str]] = []
     for i, item in enumerate(accept.split(",")):
         media, *params = (p.strip() for p in item.split(";"))
@@ -75,14 +95,7 @@ def choose(accept: str | None) -> str:
                     q = 0.0
         if q > 0:
             ranked.append((-q, i, media.lower()))
-    for _, _, media in sorted(ranked):
-        if media in MEDIA_TYPES:
-            return media
-        if media in ("*/*", "application/*"):
-            return NDJSON
-    raise NotAcceptableError(
-        f"cannot answer with {accept!r}: results come as one of {', '.join(MEDIA_TYPES)}"
-    )
+    return ranked
 
 
 class _Sink:

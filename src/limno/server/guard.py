@@ -4,7 +4,7 @@ that try to climb out of where they belong, and JSON bodies with fields it does 
 :class:`Guard` is plain ASGI middleware in front of the whole API:
 
 - a body larger than its cap is 413: JSON bodies are small (``--max-body-mb``, 1 MB by
-  default), uploads of ``load`` and ``add`` are spooled to disk and unlimited unless
+  default), uploads of ``load``, ``add`` and file puts go to disk and are unlimited unless
   ``--max-upload-mb`` says otherwise. A declared ``Content-Length`` over the cap is
   refused before any route runs (up to 64 MB of it read and dropped first, so that
   the client, still sending, sees the answer); a chunked body is counted as it arrives;
@@ -140,8 +140,14 @@ def check_target(scope: Scope) -> _Refused | None:
 
 
 def _is_upload(scope: Scope) -> bool:
+    """``load`` and ``add``, and a file pool's put (``PUT .../files/object``): bodies the
+    routes stream to disk, under ``--max-upload-mb``."""
     path: str = scope.get("path", "")
-    return path.startswith("/v1/pools/") and path.rsplit("/", 1)[-1] in ("load", "add")
+    if not path.startswith("/v1/pools/"):
+        return False
+    if path.endswith("/files/object"):
+        return scope.get("method") == "PUT"
+    return path.rsplit("/", 1)[-1] in ("load", "add")
 
 
 #: most bytes of a refused body read (and dropped) before the refusal is sent

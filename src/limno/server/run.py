@@ -32,6 +32,10 @@ from limno.server.routes.events import stop_all
 if TYPE_CHECKING:
     from limno.auth.verify import Authenticator
     from limno.engines.query_limits import QueryLimits
+    from limno.gateway.app import GatewayOptions
+
+    #: the S3 gateway's settings and its listening socket (``--s3-port``)
+    S3Listener = tuple[GatewayOptions, socket.socket]
 
 __all__ = ["AUTH_CACHE_SECONDS", "authenticator", "run_on", "serve", "serving", "url_of"]
 
@@ -132,13 +136,15 @@ def serve(
     limits: QueryLimits | None = None,
     options: Options | None = None,
     workers: int = 1,
+    gateway: GatewayOptions | None = None,
 ) -> None:
     """Serve the lake at ``location`` on ``host:port`` until stopped. ``auth`` false:
     no credentials asked, everything allowed (``--no-auth``: trusted loopback or
     tests only). ``limits``: the caps on queries (None: the server defaults).
     ``options``: request limits, CORS, TLS (:class:`~limno.server.guard.Options`).
     ``workers`` > 1: that many server processes share the socket
-    (:mod:`limno.server.workers`).
+    (:mod:`limno.server.workers`). ``gateway``: serve the S3 gateway too, on its own
+    socket, from the same processes (:class:`_TwoApps`).
 
     SIGTERM stops it gracefully: no new connections, event streams end, requests in
     flight finish (up to 30 s), then exit 0."""
@@ -154,10 +160,17 @@ def serve(
             " use it only on a trusted loopback interface or for tests"
         )
     sock = _listen(host, port)
+    s3: S3Listener | None = None
     try:
-        url = url_of(host, sock.getsockname()[1], "https" if tls else "http")
+        scheme = "https" if tls else "http"
+        url = url_of(host, sock.getsockname()[1], scheme)
+        if gateway is not None:
+            s3 = (gateway, _listen(gateway.host, gateway.port))
+            s3_url = url_of(gateway.host, s3[1].getsockname()[1], scheme)
 
         def ready() -> None:
+            if s3 is not None:  # first: once the API's line is out, both listen
+                print(f"limno serve: S3 gateway on {s3_url}", file=sys.stderr)
             many = f", {workers} workers" if workers > 1 else ""
             print(f"limno serve: listening on {url} (lake {lake.uri}{many})", file=sys.stderr)
             sys.stderr.flush()
@@ -165,11 +178,13 @@ def serve(
         if workers > 1:
             from limno.server.workers import supervise
 
-            supervise(workers, ready, sock, location, auth, limits, opts)
+            supervise(workers, ready, sock, location, auth, limits, opts, s3)
         else:
-            run_on(sock, lake, checker, limits, opts, ready)
+            run_on(sock, lake, checker, limits, opts, ready, s3)
     finally:
         sock.close()
+        if s3 is not None:
+            s3[1].close()
 
 
 def run_on(
@@ -179,13 +194,23 @@ def run_on(
     limits: QueryLimits | None,
     opts: Options,
     ready: Callable[[], None],
+    s3: S3Listener | None = None,
 ) -> None:
-    """One server process on a listening socket, until a stop signal."""
+    """One server process on a listening socket (and the S3 gateway's), until a stop
+    signal."""
     app = create_app(
         lake.uri, lake=lake, authenticator=checker, limits=limits, **_app_options(opts)
     )
+    served: Any = app
+    sockets = [sock]
+    if s3 is not None:
+        from limno.gateway.app import create_gateway
+
+        gateway = create_gateway(lake, checker, s3[0])
+        served = _TwoApps(app, gateway, s3[1].getsockname()[1])
+        sockets.append(s3[1])
     config = uvicorn.Config(
-        app,
+        served,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=30,
@@ -196,7 +221,29 @@ def run_on(
     # collector's sight, full collections while serving and the one at exit skip it
     # (the exit took 0.2-0.5 s of pure collection without this)
     gc.freeze()
-    _Server(config, ready).run(sockets=[sock])
+    _Server(config, ready).run(sockets=sockets)
+
+
+class _TwoApps:
+    """The API and the S3 gateway in one uvicorn server: a connection to the gateway's
+    port goes to the gateway, anything else to the API (which alone has a lifespan).
+    One server, so signals, graceful shutdown, workers and TLS are the API's."""
+
+    def __init__(self, api: Any, gateway: Any, gateway_port: int) -> None:
+        self.api = api
+        self.gateway = gateway
+        self.gateway_port = gateway_port
+
+    @property
+    def state(self) -> Any:  # what shutdown reads (the API's event streams)
+        return self.api.state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        server = scope.get("server")
+        if scope["type"] == "http" and server is not None and server[1] == self.gateway_port:
+            await self.gateway(scope, receive, send)
+        else:
+            await self.api(scope, receive, send)
 
 
 @contextlib.contextmanager

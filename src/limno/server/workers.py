@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from limno.engines.query_limits import QueryLimits
     from limno.server.guard import Options
+    from limno.server.run import S3Listener
 
 __all__ = ["supervise"]
 
@@ -50,14 +51,16 @@ def supervise(
     auth: bool,
     limits: QueryLimits | None,
     opts: Options,
+    s3: S3Listener | None = None,
 ) -> None:
-    """Run ``workers`` server processes on ``sock`` until a stop signal (see module)."""
+    """Run ``workers`` server processes on ``sock`` (and the S3 gateway's ``s3``) until a
+    stop signal (see module)."""
     ctx = multiprocessing.get_context("spawn")
     pipes = [ctx.Pipe(duplex=False) for _ in range(workers)]
     procs = [
         ctx.Process(
             target=_worker,
-            args=(sock, location, auth, limits, opts, send),
+            args=(sock, location, auth, limits, opts, send, s3),
             name=f"limno-serve-{i}",
         )
         for i, (_, send) in enumerate(pipes)
@@ -144,6 +147,7 @@ def _worker(
     limits: QueryLimits | None,
     opts: Options,
     started: Connection,
+    s3: S3Listener | None = None,
 ) -> None:
     """One worker process: the app on the shared socket, until SIGTERM (exit 0)."""
     from limno.api.local import LocalLake
@@ -152,10 +156,12 @@ def _worker(
     try:
         lake = LocalLake.open(location)
         checker = authenticator(lake, lambda line: None) if auth else None
-        run_on(sock, lake, checker, limits, opts, lambda: started.send_bytes(b"ready"))
+        run_on(sock, lake, checker, limits, opts, lambda: started.send_bytes(b"ready"), s3)
     except LimnoError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(1) from None
     finally:
         started.close()
         sock.close()
+        if s3 is not None:
+            s3[1].close()

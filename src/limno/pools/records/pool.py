@@ -184,7 +184,11 @@ class RecordPool(Branching, Indexing, Maintenance):
         or, instead of them, the union of ``ranges`` (``(from, to)`` pairs; see
         :mod:`~limno.pools.records.key_ranges`) in one pass.
 
-        Bounds may be strings (parsed into the key's types), scalars or tuples.
+        A bound is a value of the first key field, a tuple or list of values of the
+        key's first fields (a full key, or a prefix: ``("acme",)`` of key
+        ``tenant,ts``), or text parsed into the key's types (``"acme,5"``); a tuple or
+        list of no value or of more values than the key has fields is an
+        InvalidInputError.
         """
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
@@ -284,7 +288,7 @@ class RecordPool(Branching, Indexing, Maintenance):
         types = self.key_types(objs)
         parsed = []
         for k in keys:
-            bound = key_bounds.key_bound(self.key, k, types)
+            bound = key_bounds.key_bound(self.key, k, types, "key")
             assert bound is not None
             if len(bound) != len(self.key.fields):
                 raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")

@@ -8,11 +8,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from limno.api import wire, wire_ranges
+from limno.api import wire, wire_objects, wire_ranges
 from limno.api.base import Engine
+from limno.server import parquet_objects
+from limno.server.ahead import read_ahead
 from limno.server.authorization import author_of
 from limno.server.deps import ok, pool_of, stream_tables
-from limno.server.formats import ARROW, MEDIA_TYPES, choose, whole
+from limno.server.formats import ARROW, MEDIA_TYPES, accepts, choose, whole
 from limno.server.guard import Body
 from limno.server.uploads import PARTS, query_json, renamed_errors, spooled
 
@@ -34,6 +36,18 @@ _TABLES = {
         "200": {
             "description": "Records, in the format the Accept header asks for.",
             "content": {media: {} for media in MEDIA_TYPES},
+        }
+    }
+}
+
+
+_SCAN = {
+    "responses": {
+        "200": {
+            "description": "Records, in the format the Accept header asks for; or, asked for"
+            f" by name ({wire_objects.MEDIA}) and when a scan needs no merging, the stored"
+            " objects themselves (limno.api.wire_objects).",
+            "content": {media: {} for media in (*MEDIA_TYPES, wire_objects.MEDIA)},
         }
     }
 }
@@ -167,7 +181,7 @@ def delete_where(request: Request, pool: str, body: DeleteWhere) -> dict[str, An
     return wire.commit_to_json(made)
 
 
-@router.get("/scan", operation_id="scan", summary="A sorted scan", openapi_extra=_TABLES)
+@router.get("/scan", operation_id="scan", summary="A sorted scan", openapi_extra=_SCAN)
 def scan(
     request: Request,
     pool: str,
@@ -186,7 +200,15 @@ def scan(
     hi = wire.value_from_json(query_json(end, "end"))
     when = wire.time_from_json(as_of)
     several = wire_ranges.ranges_from_json(ranges)
-    tables = pool_of(request, pool).iter_scan(ref, lo, hi, order, limit, when, ranges=several)
+    opened = pool_of(request, pool)
+    whole_scan = lo is None and hi is None and several is None and limit is None
+    if whole_scan and accepts(request.headers.get("accept"), wire_objects.MEDIA):
+        answer = parquet_objects.objects_body(opened, ref, when, order)
+        if answer is not None:  # the stored objects as they are: the client decodes them
+            sized = {} if answer.length is None else {"Content-Length": str(answer.length)}
+            body = read_ahead(answer.body)
+            return StreamingResponse(body, media_type=wire_objects.MEDIA, headers=sized)
+    tables = opened.iter_scan(ref, lo, hi, order, limit, when, ranges=several)
     return stream_tables(request, tables)
 
 

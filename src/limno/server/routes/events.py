@@ -400,7 +400,7 @@ def _watched(lake: LocalLake, pool: str, caller: _Caller, resumed: bool) -> str 
     name may be gone (None: learnt from the events) or held by a pool the caller may
     not read (then the stream's first check ends it)."""
     try:
-        found = lake.pool(pool)
+        found = lake.registry.find(pool)  # a pool of either kind
     except NotFoundError:
         if not resumed:
             raise

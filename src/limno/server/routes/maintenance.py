@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from limno.api import wire
 from limno.api.base import Engine
 from limno.server.authorization import author_of
-from limno.server.deps import lake_of, pool_of
+from limno.server.deps import lake_of, pool_of, versioned_of
 from limno.server.formats import table_bytes
 from limno.server.guard import Body
 
@@ -70,7 +70,7 @@ def split(request: Request, pool: str, body: Split) -> dict[str, Any]:
 @router.post("/pools/{pool}/vacuum", operation_id="vacuum", summary="Free unreachable bytes")
 def vacuum(request: Request, pool: str, body: Vacuum) -> dict[str, Any]:
     grace = None if body.grace is None else dt.timedelta(microseconds=body.grace)
-    report = pool_of(request, pool).vacuum(
+    report = versioned_of(request, pool).vacuum(
         grace,
         body.dry_run,
         wire.retention_from_json(body.retention),

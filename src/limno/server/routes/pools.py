@@ -75,7 +75,7 @@ def create_pool(request: Request, body: CreatePool) -> dict[str, Any]:
 
 @router.get("/{pool}", operation_id="get_pool", summary="A pool's configuration")
 def get_pool(request: Request, pool: str) -> dict[str, Any]:
-    return wire.config_to_json(lake_of(request).pool(pool).config)
+    return wire.config_to_json(lake_of(request).registry.find(pool))  # a pool of either kind
 
 
 @router.delete("/{pool}", operation_id="drop_pool", summary="Drop a pool with its data")

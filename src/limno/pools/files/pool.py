@@ -1,0 +1,512 @@
+"""File pools: arbitrary files by path, under branches, commits and merges.
+
+A :class:`FilePool` binds a pool config of kind ``files`` to the versioning core. An
+entry is keyed by its path and its value says where the bytes are (a blob limno wrote
+under ``<pool-id>/data/<ksuid>``, or an imported object it did not write); see
+:mod:`~limno.pools.files.entries`. Writes go to the branch's staging area, so they are
+read-after-write on that branch and a commit seals them (all, or under a prefix) in one
+atomic commit; the git operations come from :class:`~limno.pools.branching.Branching`
+and act on paths as they act on a record pool's objects (a merge conflicts per path).
+
+Vacuum and writers agree on *blob ids*, not paths (``Versioned.object_keys``): a path
+rewritten, copied or deleted moves references between blobs, and a blob's bytes are
+freed only when no retained entry, staged entry or write in flight names it. Imported
+entries name no blob, so vacuum never touches bytes limno did not write.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from limno.core.commits import Commit
+from limno.core.staging import TOMBSTONE, is_tombstone
+from limno.core.versioning import Versioned
+from limno.errors import (
+    InvalidInputError,
+    LimnoError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from limno.pools.branching import Branching, BranchView, transaction
+from limno.pools.files import blobs
+from limno.pools.files.entries import (
+    DEFAULT_CONTENT_TYPE,
+    FileChange,
+    FileEntry,
+    blob_keys,
+    entry_of,
+    file_change,
+    now_mtime,
+    user_metadata,
+)
+from limno.pools.files.listing import Cursor, Listing, iter_entries, list_page
+from limno.pools.files.paths import validate_path, validate_prefix
+from limno.pools.registry import PoolConfig, PoolRegistry
+from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, vacuum
+from limno.storage import Storage
+
+if TYPE_CHECKING:
+    from limno.core.refs import Resolved
+    from limno.faults import Fault
+
+__all__ = ["FileChange", "FileEntry", "FilePool", "Listing"]
+
+Docs = dict[str, tuple[dict[str, Any], int | None]]
+
+
+class FilePool(Branching):
+    """A file pool of a lake (see the module docstring)."""
+
+    def __init__(self, storage: Storage, config: PoolConfig, registry: PoolRegistry) -> None:
+        if config.kind != "files":
+            raise InvalidInputError(f"pool {config.name!r} is not a file pool")
+        self.storage = storage
+        self.config = config
+        self.registry = registry
+        self.versioned = Versioned(storage, config.id, config.name)
+        self.versioned.hooks.specs = self.hook_specs()
+        self.versioned.object_keys = blob_keys
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    # -- refs and history ----------------------------------------------------------
+    def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
+        """The commit id a ref (default ``main``) names."""
+        return self.versioned.resolve(ref, as_of).commit
+
+    def log(
+        self,
+        ref: str | None = None,
+        limit: int | None = None,
+        first_parent: bool = False,
+        *,
+        as_of: dt.datetime | None = None,
+    ) -> list[Commit]:
+        """Commits reachable from ``ref``, newest first."""
+        out: list[Commit] = []
+        head = self.resolve(ref, as_of)
+        for commit in self.versioned.commits.log([head], first_parent=first_parent):
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(commit)
+        return out
+
+    def revert(
+        self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
+    ) -> Commit:
+        """A new commit on ``branch`` that puts back what ``commit_id`` changed (see
+        :func:`~limno.pools.files.history.revert`)."""
+        from limno.pools.files.history import revert
+
+        return revert(self, commit_id, branch, message, author)
+
+    @contextlib.contextmanager
+    def transaction(
+        self,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        strategy: str = "fail",
+    ) -> Iterator[BranchView]:
+        """Write to a throw-away branch; on success commit what the block staged there and
+        merge it into ``branch`` atomically (see :func:`limno.pools.branching.transaction`)."""
+        with transaction(self, branch, message, author, strategy) as view:
+            yield view
+            if self.versioned.staged(view.branch):
+                self.commit(view.branch, message or f"transaction {view.branch}", author)
+
+    # -- writing ---------------------------------------------------------------------
+    def put(
+        self,
+        branch: str,
+        path: str,
+        data: bytes | BinaryIO | Iterable[bytes],
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+        max_size: int | None = None,
+    ) -> FileEntry:
+        """Write ``data`` as ``path`` on ``branch``'s staging area (read-after-write there).
+
+        ``if_match``: the path's current ETag must be this one; ``if_none_match``: the
+        path must not exist; both raise PreconditionFailedError, checked before any
+        byte is written and again before the entry is staged (two requests apart: the
+        store has no transaction spanning them). ``max_size``: more bytes than this is
+        InvalidInputError, and nothing is kept.
+        """
+        validate_path(path)
+        meta = user_metadata(metadata)
+        self.versioned.writable_head(branch)  # a protected branch: refused before any byte
+        self._preconditions(branch, path, if_match, if_none_match)
+        with self.versioned.writing("put") as since:
+            blob = blobs.write_blob(self.storage, self.id, data, max_size=max_size)
+            return self._stage_blob(
+                branch, path, blob, content_type, meta, since, if_match, if_none_match
+            )
+
+    def put_file(
+        self,
+        branch: str,
+        path: str,
+        local_file: str,
+        *,
+        content_type: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> FileEntry:
+        """Write the local file ``local_file`` as ``path`` on ``branch`` (staged)."""
+        validate_path(path)
+        meta = user_metadata(metadata)
+        self.versioned.writable_head(branch)
+        with self.versioned.writing("put") as since:
+            blob = blobs.write_blob_file(self.storage, self.id, local_file)
+            return self._stage_blob(branch, path, blob, content_type, meta, since, None, False)
+
+    def _stage_blob(
+        self,
+        branch: str,
+        path: str,
+        blob: blobs.Blob,
+        content_type: str | None,
+        metadata: dict[str, str],
+        since: int,
+        if_match: str | None,
+        if_none_match: bool,
+    ) -> FileEntry:
+        entry = FileEntry(
+            path=path,
+            size=blob.size,
+            etag=blob.md5,
+            content_type=content_type or DEFAULT_CONTENT_TYPE,
+            mtime=now_mtime(),
+            metadata=metadata,
+            object=blob.id,
+        )
+        try:
+            self._preconditions(branch, path, if_match, if_none_match)
+        except BaseException:
+            blobs.delete_blob(self.storage, self.id, blob.id)  # referenced by nothing yet
+            raise
+        # a failed stage may still have landed (a lost reply): the blob stays for vacuum,
+        # which frees it past the grace period if no staging entry names it
+        self.versioned.stage(branch, path, entry.to_value(), since)
+        return entry
+
+    def _preconditions(
+        self, branch: str, path: str, if_match: str | None, if_none_match: bool
+    ) -> None:
+        if if_match is None and not if_none_match:
+            return
+        current = self._current(branch, path)
+        if if_none_match and current is not None:
+            raise PreconditionFailedError(f"{self.name}@{branch}/{path} exists (If-None-Match)")
+        if if_match is not None:
+            wanted = if_match.strip('"')
+            if current is None or (wanted != "*" and current.etag != wanted):
+                raise PreconditionFailedError(
+                    f"{self.name}@{branch}/{path}: ETag does not match (If-Match)"
+                )
+
+    def stage_entry(self, branch: str, entry: FileEntry, since: int | None = None) -> FileEntry:
+        """Stage an entry whose bytes exist already (a copy names the same blob or URI; a
+        completed multipart upload its new blob). ``since`` is the gc ticket read before
+        those bytes were written or read (None: the commit checks them against vacuum's
+        tombstones)."""
+        validate_path(entry.path)
+        value = entry.to_value()
+        FileEntry.from_value(entry.path, value)  # exactly one of object / uri
+        self.versioned.stage(branch, entry.path, value, since)
+        if entry.object is not None:
+            # no lease covers bytes written (or read) before: make sure vacuum has not
+            # taken them meanwhile, else take the entry back (see core.gc.Gc.confirm)
+            try:
+                self.versioned.gc.confirm(lambda: {entry.object or ""}, since)
+            except BaseException:
+                # unconfirmed: take it back (best effort; a caller that then frees the
+                # bytes must know the entry is gone, so failing to unstage says so)
+                with contextlib.suppress(LimnoError):
+                    self.versioned.unstage(branch, [entry.path], expect={entry.path: value})
+                raise
+        return entry
+
+    def copy(
+        self,
+        src_ref: str,
+        src_path: str,
+        branch: str,
+        dst_path: str,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        content_type: str | None = None,
+    ) -> FileEntry:
+        """Stage ``dst_path`` on ``branch`` naming the bytes of ``src_path`` at ``src_ref``
+        (any ref; a branch with its staged changes): no byte is copied. Metadata and
+        content type are the source's unless given; the mtime is now."""
+        validate_path(dst_path)
+        self.versioned.writable_head(branch)
+        ticket = self.versioned.gc.ticket()  # before reading what will be referenced again
+        resolved = self.versioned.resolve(src_ref)
+        src = self._stat(src_path, resolved, src_ref)
+        entry = FileEntry(
+            path=dst_path,
+            size=src.size,
+            etag=src.etag,
+            content_type=content_type or src.content_type,
+            mtime=now_mtime(),
+            metadata=src.metadata if metadata is None else user_metadata(metadata),
+            object=src.object,
+            uri=src.uri,
+        )
+        return self.stage_entry(branch, entry, self.versioned.trusted_ticket(ticket, resolved))
+
+    def remove(self, branch: str, paths: Sequence[str]) -> list[str]:
+        """Stage the removal of ``paths`` on ``branch``; those that existed, in order.
+
+        A path only staged is unstaged; a committed one gets a staged tombstone, which
+        hides it on the branch until the commit deletes it.
+        """
+        for path in paths:
+            validate_path(path)
+        head = self.versioned.writable_head(branch)
+        snapshot = self.versioned.commits.get(head).snapshot
+        removed = []
+        for path in dict.fromkeys(paths):
+            committed = self.versioned.snapshots.get(snapshot, path)
+            staged = self.versioned.staged_doc(branch, path)
+            gone = staged[0] if staged is not None else committed
+            if gone is None or is_tombstone(gone):
+                continue  # no such path on the branch
+            if committed is None:
+                assert staged is not None
+                self.versioned.unstage(branch, [path], expect={path: staged[0]})
+            else:
+                self.versioned.stage(branch, path, TOMBSTONE, None)
+            removed.append(path)
+        return removed
+
+    def remove_prefix(self, branch: str, prefix: str) -> list[str]:
+        """Stage the removal of every path under ``prefix`` (a recursive rm)."""
+        validate_prefix(prefix)
+        paths = [e.path for e in self.iter_list(branch, prefix)]
+        return self.remove(branch, paths)
+
+    def commit(
+        self,
+        branch: str = "main",
+        message: str = "",
+        author: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        prefix: str | None = None,
+    ) -> Commit:
+        """Commit everything staged on ``branch`` (or only under ``prefix``) in one atomic
+        commit: a staged entry is an ``add``, a tombstone a ``delete`` of the committed
+        entry. InvalidInputError if nothing is staged there."""
+        v = self.versioned
+        docs = self._docs(branch, prefix or "")
+        where = f" under {prefix!r}" if prefix else ""
+        if not docs:
+            raise InvalidInputError(f"nothing staged on branch {branch!r}{where}")
+        actions = v.staged_actions(branch, docs)
+        if not actions:  # only tombstones of paths gone meanwhile
+            v.unstage(branch, docs, expect={k: d[0] for k, d in docs.items()})
+            raise InvalidInputError(f"nothing staged on branch {branch!r}{where}")
+        tickets = [since for value, since in docs.values() if not is_tombstone(value)]
+        since = (
+            None if None in tickets else min((t for t in tickets if t is not None), default=None)
+        )
+        adds = sum(a.op == "add" for a in actions)
+        commit = v.commit(
+            branch,
+            actions,
+            message=message or f"commit {adds} written, {len(actions) - adds} removed path(s)",
+            author=author,
+            meta=meta,
+            since=since,
+        )
+        # landed: a failure now must not report it failed; what stays staged is dropped
+        # when next read (Staging._drop_landed). A path staged again meanwhile stays.
+        with contextlib.suppress(LimnoError):
+            v.unstage(branch, docs, expect={k: d[0] for k, d in docs.items()})
+        return commit
+
+    def _docs(self, branch: str, prefix: str) -> Docs:
+        """The staged docs of ``branch`` under ``prefix``."""
+        validate_prefix(prefix)
+        docs = self.versioned.staged_docs(branch)
+        if prefix:
+            docs = {k: d for k, d in docs.items() if k.startswith(prefix)}
+        return docs
+
+    def uncommitted(self, branch: str = "main", prefix: str = "") -> list[FileChange]:
+        """The staged changes of ``branch`` under ``prefix``, by path."""
+        return self.diff_paths(branch, None, prefix)
+
+    def discard(self, branch: str = "main", prefix: str = "") -> int:
+        """Drop the staged changes of ``branch`` under ``prefix``; how many (their blobs
+        are freed by vacuum)."""
+        self.versioned.head(branch)  # NotFoundError for no branch
+        docs = self._docs(branch, prefix)
+        self.versioned.unstage(branch, docs, expect={k: d[0] for k, d in docs.items()})
+        return len(docs)
+
+    def import_from(
+        self,
+        source: str,
+        branch: str = "main",
+        prefix: str = "",
+        message: str = "",
+        author: str | None = None,
+    ) -> Commit:
+        """Register every object under ``source`` (see :mod:`~limno.pools.files.imports`)."""
+        from limno.pools.files.imports import import_objects
+
+        return import_objects(self, source, branch, prefix, message, author)
+
+    # -- reading ---------------------------------------------------------------------
+    def _view(self, ref: str | None, as_of: dt.datetime | None) -> tuple[Resolved, str]:
+        resolved = self.versioned.resolve(ref, as_of)
+        return resolved, self.versioned.commits.get(resolved.commit).snapshot
+
+    def _cursor(self, ref: str | None, as_of: dt.datetime | None, prefix: str) -> Cursor:
+        resolved, snapshot = self._view(ref, as_of)
+        staged = None
+        if resolved.branch is not None:
+            staged = {k: d[0] for k, d in self._docs(resolved.branch, prefix).items()}
+        return Cursor(self.versioned.snapshots, snapshot, staged)
+
+    def _current(self, branch: str, path: str) -> FileEntry | None:
+        """``path`` on ``branch`` with its staged change, or None."""
+        staged = self.versioned.staged_doc(branch, path)
+        if staged is not None:
+            return entry_of(path, staged[0])
+        snapshot = self.versioned.commits.get(self.versioned.head(branch)).snapshot
+        return entry_of(path, self.versioned.snapshots.get(snapshot, path))
+
+    def _stat(self, path: str, resolved: Resolved, ref: str | None) -> FileEntry:
+        validate_path(path)
+        if resolved.branch is not None:
+            found = self._current(resolved.branch, path)
+        else:
+            snapshot = self.versioned.commits.get(resolved.commit).snapshot
+            found = entry_of(path, self.versioned.snapshots.get(snapshot, path))
+        if found is None:
+            raise NotFoundError(f"no file {path!r} in {self.name}@{ref or 'main'}")
+        return found
+
+    def stat(
+        self, path: str, ref: str | None = None, as_of: dt.datetime | None = None
+    ) -> FileEntry:
+        """The entry of ``path`` at ``ref`` (on a branch, with its staged changes): two
+        bisections and one range read. NotFoundError if there is none."""
+        return self._stat(path, self.versioned.resolve(ref, as_of), ref)
+
+    def read(
+        self,
+        path: str,
+        ref: str | None = None,
+        as_of: dt.datetime | None = None,
+        start: int = 0,
+        end: int | None = None,
+    ) -> Iterator[bytes]:
+        """The bytes ``[start, end)`` of ``path`` (clipped at its size), in chunks. The entry
+        is looked up now (NotFoundError here); the bytes are read as the caller iterates."""
+        entry = self.stat(path, ref, as_of)
+        return self._read(entry, start, end)
+
+    def _read(self, entry: FileEntry, start: int, end: int | None) -> Iterator[bytes]:
+        try:
+            yield from blobs.read_blob(self.storage, self.id, entry, start, end)
+        except NotFoundError:
+            from limno.core.gc import expired_path  # writers' module: reads rarely need it
+
+            if entry.object and self.storage.exists(expired_path(self.id, entry.object)):
+                raise NotFoundError(
+                    f"the bytes of {entry.path!r} were removed by vacuum: this commit is"
+                    " outside the retention window"
+                ) from None
+            raise
+
+    def list(
+        self,
+        ref: str | None = None,
+        prefix: str = "",
+        delimiter: str | None = None,
+        start_after: str = "",
+        limit: int = 1000,
+        as_of: dt.datetime | None = None,
+    ) -> Listing:
+        """One page of the paths under ``prefix`` after ``start_after``, in path order
+        (see :func:`~limno.pools.files.listing.list_page`)."""
+        validate_prefix(prefix)
+        return list_page(self._cursor(ref, as_of, prefix), prefix, delimiter, start_after, limit)
+
+    def iter_list(
+        self, ref: str | None = None, prefix: str = "", as_of: dt.datetime | None = None
+    ) -> Iterator[FileEntry]:
+        """Every entry under ``prefix``, in path order, streamed (ranges are read as the
+        caller goes)."""
+        validate_prefix(prefix)
+        return iter_entries(self._cursor(ref, as_of, prefix), prefix)
+
+    def diff_paths(
+        self, old_ref: str, new_ref: str | None = None, prefix: str = ""
+    ) -> builtins.list[FileChange]:
+        """Paths added, removed or changed from ``old_ref`` to ``new_ref`` (commits: ranges
+        both share are skipped, so the cost follows the change); with ``new_ref`` None,
+        from the branch ``old_ref``'s head to its staged state (its uncommitted changes)."""
+        validate_prefix(prefix)
+        v = self.versioned
+        if new_ref is None:
+            head = v.head(old_ref)
+            snapshot = v.commits.get(head).snapshot
+            out = []
+            for path, (value, _) in sorted(self._docs(old_ref, prefix).items()):
+                old = entry_of(path, v.snapshots.get(snapshot, path))
+                new = entry_of(path, value)
+                if old != new:
+                    out.append(file_change(path, old, new))
+            return out
+        a, b = self.resolve(old_ref), self.resolve(new_ref)
+        return [
+            file_change(d.key, entry_of(d.key, d.old), entry_of(d.key, d.new))
+            for d in v.diff(a, b)
+            if d.key.startswith(prefix)
+        ]
+
+    # -- maintenance -----------------------------------------------------------------
+    def vacuum(
+        self,
+        grace: dt.timedelta | None = None,
+        dry_run: bool = False,
+        retention: Retention = None,
+    ) -> VacuumReport:
+        """Free the blobs no branch, tag, staging area, retained commit or write in flight
+        names, past the grace period. Imported objects are never touched: they are not
+        under the pool's ``data/``, and no entry names them as a blob."""
+        grace = DEFAULT_GRACE if grace is None else grace
+        if retention is None:
+            retention = self.retention()
+        # TODO(multipart): parts under <pool-id>/multipart/ are the multipart module's to
+        # expire (an abandoned upload); its completed blobs are under data/ and count here
+        return vacuum(self.versioned, f"{self.id}/{blobs.BLOB_DIR}", grace, dry_run, retention)
+
+    def retention(self) -> dict[str, dt.timedelta] | None:
+        """The pool's configured retention windows by branch glob (None: keep all)."""
+        return dict(self.config.settings.retention) or None
+
+    def verify(self) -> Iterator[Fault]:
+        """Every broken invariant of this pool (see :mod:`~limno.pools.files.checks`)."""
+        from limno.pools.files.checks import verify_file_pool
+
+        return verify_file_pool(self)
