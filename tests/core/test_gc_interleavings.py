@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from interleaving_support import WAIT, Actor, Pause
 from limno.api.local import LocalLake as Lake
 from limno.errors import ConflictError
 from limno.pools.records.pool import RecordPool
@@ -34,49 +35,6 @@ from limno.storage import open_storage
 from limno.storage._faults import FaultyStorage
 
 pytestmark = pytest.mark.slow
-
-WAIT = 60.0  # seconds: a bound on every wait below, never reached when all is well
-
-
-@dataclass
-class Pause:
-    """Stops the actor's threads before their k-th storage call, until resumed."""
-
-    k: int
-    threads: Callable[[str], bool]
-    count: int = 0
-    paused: threading.Event = field(default_factory=threading.Event)
-    resume: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, op: str, path: str) -> None:
-        if not self.threads(threading.current_thread().name):
-            return
-        with self.lock:
-            self.count += 1
-            hit = self.count == self.k
-        if hit:
-            self.paused.set()
-            assert self.resume.wait(WAIT), "the paused side was never resumed"
-
-
-class Actor(threading.Thread):
-    """Runs a callable in a thread named ``actor``, keeping its result or error."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        super().__init__(name="actor", daemon=True)
-        self.fn = fn
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn()
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-        finally:
-            self.done.set()
 
 
 def _writer_threads(name: str) -> bool:

@@ -10,57 +10,18 @@ import functools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from interleaving_support import WAIT, Actor, Pause
 from limno.errors import ConflictError
 from limno.lake import Lake
 from limno.pools.files.pool import FilePool
 from limno.storage import open_storage
 from limno.storage._faults import FaultyStorage
-
-WAIT = 60.0  # seconds: a bound on every wait below, never reached when all is well
-
-
-@dataclass
-class Pause:
-    """Stops the chosen threads before their k-th storage call, until resumed."""
-
-    k: int
-    threads: Callable[[str], bool]
-    count: int = 0
-    paused: threading.Event = field(default_factory=threading.Event)
-    resume: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, op: str, path: str) -> None:
-        if not self.threads(threading.current_thread().name):
-            return
-        with self.lock:
-            self.count += 1
-            hit = self.count == self.k
-        if hit:
-            self.paused.set()
-            assert self.resume.wait(WAIT), "the paused side was never resumed"
-
-
-class Actor(threading.Thread):
-    def __init__(self, fn: Callable[[], Any], name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self.fn = fn
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        try:
-            self.fn()
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-        finally:
-            self.done.set()
 
 
 @dataclass
