@@ -14,9 +14,7 @@ afresh on every request).
 
 from __future__ import annotations
 
-import datetime as dt
 import gc
-import ipaddress
 import itertools
 import os
 import ssl
@@ -32,15 +30,12 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from limno import Lake
 from limno.api.local import LocalLake
 from limno.api.local_auth import LocalAuth
 from server_support import Served, served_user, start_server
+from tls_support import self_signed
 
 __all__ = ["Gateway", "gateway", "new_gateway", "s3", "signed"]
 
@@ -130,43 +125,11 @@ def new_gateway(root: Path, *args: str, workers: int | None = 1, tls: bool = Fal
     Lake.init(lake)
     ca = None
     if tls:
-        ca, key = _self_signed(root)
+        ca, key = self_signed(root)
         args = (*args, "--tls-cert", ca, "--tls-key", key)
     served = start_server(lake, "--s3-port", "0", *args, workers=workers)
     assert served.s3_url, served.lines
     return Gateway(served, ca)
-
-
-def _self_signed(directory: Path) -> tuple[str, str]:
-    """A certificate of 127.0.0.1 that is its own CA; (certificate path, key path)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "limno gateway test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_path), str(key_path)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ asks and reading the answer's Content-Type.
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 import os
 import types
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from limno.errors import DamagedObjectError, NotFoundError, StorageError
 from limno.server.guard import Options
 from limno.server.run import serving
 from server_support import served, served_user, start_server
+from tls_support import self_signed
 
 ARROW = "application/vnd.apache.arrow.stream"
 
@@ -288,42 +288,6 @@ def test_a_caller_who_may_not_read_the_pool_gets_403(lake: str) -> None:
         assert served_.stop() == 0, served_.lines
 
 
-def _certificate(directory: Path) -> tuple[str, str]:
-    """A self-signed certificate for 127.0.0.1 (its own CA): (cert path, key path)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "limno scan test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    key_path.write_bytes(pem)
-    return str(cert_path), str(key_path)
-
-
 def test_objects_over_https_are_read_through_httpx(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -332,7 +296,7 @@ def test_objects_over_https_are_read_through_httpx(
     lake = str(tmp_path / "lake")
     Lake.init(lake)
     pool = _apart(lake)
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed(tmp_path)
     monkeypatch.setenv("LIMNO_CA_BUNDLE", cert)
     with serving(lake, options=Options(tls_cert=cert, tls_key=key)) as url:
         assert url.startswith("https://")

@@ -3,8 +3,6 @@ client trusts it through ``LIMNO_CA_BUNDLE``."""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import os
 import ssl
 import subprocess
@@ -14,56 +12,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from limno import Lake
 from server_support import Served, start_server
+from tls_support import self_signed
 
 #: every wait of these tests is bounded by this (seconds)
 BOUND = 60.0
 
 
-def _self_signed(directory: Path) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 and localhost, its own CA; (cert path, key path)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "limno test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_path), str(key_path)
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, str]]:
     root = tmp_path_factory.mktemp("tls")
-    cert, key = _self_signed(root)
+    cert, key = self_signed(root)
     lake = str(root / "lake")
     Lake.init(lake)
     served = start_server(lake, "--tls-cert", cert, "--tls-key", key)
@@ -119,7 +80,7 @@ def test_plain_http_to_the_tls_port_fails(tls: tuple[Served, str]) -> None:
 def test_tls_needs_both_files(tmp_path: Path) -> None:
     lake = str(tmp_path / "lake")
     Lake.init(lake)
-    cert, _ = _self_signed(tmp_path)
+    cert, _ = self_signed(tmp_path)
     done = _limno("--lake", lake, "serve", "--no-auth", "--port", "0", "--tls-cert", cert, env={})
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == "error: TLS needs both --tls-cert and --tls-key"
