@@ -250,36 +250,14 @@ class Gc:
         own errors (PreconditionFailedError when a branch moved...).
         """
         deadline = time.monotonic() + self.wait_seconds
-        cache: list[Collection[str]] = []
-
-        def keys() -> Collection[str]:
-            if not cache:
-                cache.append(set(new_keys()))
-            return cache[0]
-
+        keys = _once(new_keys)
         attempt = 0
         while True:
             state = self.journal.state()
             for req in requirements:
                 req.check(state.items)
             gc = GcState.of(state.items)
-            try:
-                self.check(gc, keys, since)
-            except _Busy as busy:
-                if time.monotonic() > deadline:
-                    raise ConflictError(
-                        f"vacuum run {busy.run} of this pool has been deciding about"
-                        f" {len(busy.keys)} object(s) this change references for over"
-                        f" {self.wait_seconds:.0f}s; nothing was changed. If that vacuum"
-                        " died, run 'limno vacuum' again to clear it, then retry"
-                    ) from None
-                if self.on_wait is not None:
-                    self.on_wait(busy.run, busy.keys)
-                time.sleep(min(0.25, 0.01 * 2 ** min(attempt, 5)))
-                attempt += 1
-                continue
-            except _Finished:
-                # at most once per run: the state read next no longer has it
+            if not self._cleared(gc, keys, since, deadline, attempt, "; nothing was changed."):
                 attempt += 1
                 continue
             try:
@@ -307,32 +285,41 @@ class Gc:
         moved since ``since``: its tombstones are checked).
         """
         deadline = time.monotonic() + self.wait_seconds
-        cache: list[Collection[str]] = []
-
-        def keys() -> Collection[str]:
-            if not cache:
-                cache.append(set(new_keys()))
-            return cache[0]
-
+        keys = _once(new_keys)
         attempt = 0
-        while True:
-            try:
-                self.check(self.state(), keys, since)
-                return
-            except _Busy as busy:
-                if time.monotonic() > deadline:
-                    raise ConflictError(
-                        f"vacuum run {busy.run} of this pool has been deciding about"
-                        f" {len(busy.keys)} object(s) this change references for over"
-                        f" {self.wait_seconds:.0f}s. If that vacuum died, run 'limno vacuum'"
-                        " again to clear it, then retry"
-                    ) from None
-                if self.on_wait is not None:
-                    self.on_wait(busy.run, busy.keys)
-                time.sleep(min(0.25, 0.01 * 2 ** min(attempt, 5)))
-            except _Finished:
-                pass  # at most once per run: the state read next no longer has it
+        while not self._cleared(self.state(), keys, since, deadline, attempt, "."):
             attempt += 1
+
+    def _cleared(
+        self,
+        gc: GcState,
+        keys: Callable[[], Collection[str]],
+        since: int | None,
+        deadline: float,
+        attempt: int,
+        outcome: str,
+    ) -> bool:
+        """Whether :meth:`check` lets ``keys()`` be referenced in state ``gc``. False:
+        read the state again (a run was deciding about them, waited for here, or has
+        finished); ConflictError past ``deadline`` (its message ends the first sentence
+        with ``outcome``) or when vacuum removed one of them."""
+        try:
+            self.check(gc, keys, since)
+        except _Busy as busy:
+            if time.monotonic() > deadline:
+                raise ConflictError(
+                    f"vacuum run {busy.run} of this pool has been deciding about"
+                    f" {len(busy.keys)} object(s) this change references for over"
+                    f" {self.wait_seconds:.0f}s{outcome} If that vacuum died, run"
+                    " 'limno vacuum' again to clear it, then retry"
+                ) from None
+            if self.on_wait is not None:
+                self.on_wait(busy.run, busy.keys)
+            time.sleep(min(0.25, 0.01 * 2 ** min(attempt, 5)))
+            return False
+        except _Finished:
+            return False  # at most once per run: the state read next no longer has it
+        return True
 
     # -- vacuum -------------------------------------------------------------------
     def begin(self, candidates: Iterable[str], lease: str, trimmed: bool) -> str:
@@ -377,6 +364,18 @@ class Gc:
             self.journal.commit(done)
         self.storage.delete(self.run_path(run))
         self._condemned.pop(run, None)
+
+
+def _once(new_keys: Callable[[], Collection[str]]) -> Callable[[], Collection[str]]:
+    """``new_keys`` computed at most once (it may read snapshots), as a set."""
+    cache: list[Collection[str]] = []
+
+    def keys() -> Collection[str]:
+        if not cache:
+            cache.append(set(new_keys()))
+        return cache[0]
+
+    return keys
 
 
 def _plain(raw: Mapping[str, Any] | None) -> dict[str, Any] | None:
