@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: help setup quickstart test lint fast clean bench bench-quick
+.PHONY: help setup quickstart test lint fast clean bench bench-quick kafka
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ lint: setup ## ruff, mypy and the layer contract (import-linter: dependencies po
 	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+kafka: setup ## a single-node Kafka broker (KRaft) in the foreground; prints its bootstrap address
+	$(BIN)/python tests/kafka_support.py
 
 bench: setup ## the benchmark suite, limno beside its peers (a few minutes; bench/results/)
 	$(BIN)/python -m bench

@@ -1,34 +1,42 @@
 #!/usr/bin/env bash
-# Fetch the JVM jars limno's Spark pipeline passes to Spark (spark.jars) from Maven
-# Central into a git-ignored cache: .cache/jars/ (or $LIMNO_SPARK_JARS_DIR).
-# What is fetched is scripts/jars/pom.xml's dependencies (hadoop-aws matching the
-# Hadoop inside the pinned PySpark, and its AWS SDK v2 bundle).
+# Fetch a set of JVM jars from Maven Central into a git-ignored cache:
+#   jars.sh [spark]  the jars limno's Spark pipeline passes to Spark (spark.jars):
+#                    scripts/jars/pom.xml's dependencies (hadoop-aws matching the Hadoop
+#                    inside the pinned PySpark, and its AWS SDK v2 bundle), into
+#                    .cache/jars/ (or $LIMNO_SPARK_JARS_DIR);
+#   jars.sh kafka    a single-node Apache Kafka broker (scripts/kafka/pom.xml) for the
+#                    Kafka tests and `make kafka`, into .cache/kafka-jars/ (or
+#                    $LIMNO_KAFKA_JARS_DIR): a directory of its own, never on Spark's path.
 # Idempotent: does nothing when the pom and this script are unchanged since the
 # last successful run. Needs Java and Maven (`mvn`) on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dest=${LIMNO_SPARK_JARS_DIR:-.cache/jars}
+case "${1:-spark}" in
+  spark) what=Spark pom=scripts/jars/pom.xml dest=${LIMNO_SPARK_JARS_DIR:-.cache/jars} ;;
+  kafka) what=Kafka pom=scripts/kafka/pom.xml dest=${LIMNO_KAFKA_JARS_DIR:-.cache/kafka-jars} ;;
+  *) echo "error: jars.sh: unknown jar set '$1' (spark or kafka)" >&2; exit 2 ;;
+esac
 stamp="$dest/.stamp"
-want=$(cat scripts/jars/pom.xml scripts/jars.sh | sha256sum | cut -d' ' -f1)
+want=$(cat "$pom" scripts/jars.sh | sha256sum | cut -d' ' -f1)
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
   exit 0
 fi
 if ! command -v mvn >/dev/null 2>&1; then
-  echo "error: jars.sh needs Maven (mvn) to fetch the Spark jars (e.g. apt-get install maven)" >&2
+  echo "error: jars.sh needs Maven (mvn) to fetch the $what jars (e.g. apt-get install maven)" >&2
   exit 1
 fi
-echo "jars: fetching Spark jars from Maven Central into $dest" >&2
+echo "jars: fetching $what jars from Maven Central into $dest" >&2
 tmp="$dest.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 log="$tmp/mvn.log"
-if ! mvn -q -B -Dstyle.color=never -f scripts/jars/pom.xml \
+if ! mvn -q -B -Dstyle.color=never -f "$pom" \
   org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies \
   -DoutputDirectory="$(cd "$tmp" && pwd)" -DincludeScope=runtime >"$log" 2>&1; then
   cat "$log" >&2
-  echo "error: mvn could not fetch the Spark jars (see above)" >&2
+  echo "error: mvn could not fetch the $what jars (see above)" >&2
   exit 1
 fi
 # swap the new set in (old jars of another version must not linger on the classpath)

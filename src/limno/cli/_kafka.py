@@ -1,0 +1,196 @@
+"""``limno kafka``: Kafka topics into pools and back (SPEC section 5, zync), exactly once.
+
+Thin over :mod:`limno.streams`, which loads the Kafka client only when a command runs
+(``limno --help`` stays fast). The broker is ``--bootstrap``, else
+``$LIMNO_KAFKA_BOOTSTRAP``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import click
+
+from limno.cli._context import DURATION, Context
+from limno.errors import InvalidInputError
+from limno.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from limno.core import refs
+    from limno.core.commits import Commit
+    from limno.streams import kafka_from, kafka_to
+else:
+    kafka_from = lazy_module("limno.streams.kafka_from")
+    kafka_to = lazy_module("limno.streams.kafka_to")
+    refs = lazy_module("limno.core.refs")
+
+__all__ = ["COMMANDS"]
+
+BOOTSTRAP_ENV = "LIMNO_KAFKA_BOOTSTRAP"
+
+
+#: ``--bootstrap`` of every kafka command
+_bootstrap_option = click.option(
+    "--bootstrap",
+    default=None,
+    metavar="HOST:PORT",
+    help=f"The Kafka broker(s), comma-separated (default: ${BOOTSTRAP_ENV}).",
+)
+
+
+def _bootstrap(flag: str | None) -> str:
+    found = flag or os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if not found:
+        raise InvalidInputError(
+            f"no Kafka broker: pass --bootstrap HOST:PORT or set {BOOTSTRAP_ENV}"
+        )
+    return found
+
+
+def _print_commit(commit: Commit) -> None:
+    """A commit's id on stdout, at once (a pipe's reader sees each as it lands)."""
+    click.echo(commit.id)
+    sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and Ctrl-C set ``stop``: the sync commits what it gathered and ends (exit
+    0), never cut inside a commit (main thread only: tests call in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@click.group()
+def kafka() -> None:
+    """Kafka topics into pools and back, exactly once (offsets kept in the pool or topic)."""
+
+
+@kafka.command("from")
+@click.option("--topic", required=True, help="The topic to read (all its partitions).")
+@click.option(
+    "--pool",
+    "ref",
+    required=True,
+    metavar="POOL[@BRANCH]",
+    help="Where the records go (branch main by default); a missing pool is created,"
+    " keyed on kafka.offset.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json"]),
+    default="json",
+    show_default=True,
+    help="How message values are read: JSON (an object becomes a struct).",
+)
+@click.option(
+    "--batch-rows",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Commit once a batch holds this many records...",
+)
+@click.option(
+    "--batch-interval",
+    type=DURATION,
+    default="5s",
+    show_default=True,
+    help="...or this long after the batch's first record.",
+)
+@click.option(
+    "--exit-after",
+    type=DURATION,
+    default=None,
+    help="Stop after this long without a new record (default: run until interrupted).",
+)
+@_bootstrap_option
+@click.pass_obj
+def from_(
+    obj: Context,
+    topic: str,
+    ref: str,
+    fmt: str,
+    batch_rows: int,
+    batch_interval: dt.timedelta,
+    exit_after: dt.timedelta | None,
+    bootstrap: str | None,
+) -> None:
+    """Sync TOPIC into a pool: each batch one commit, exactly once.
+
+    A restart (even after a crash) resumes after the last offset committed to the
+    pool's branch: records are never duplicated nor skipped. Prints each commit's id
+    as it lands; a summary of each on stderr. SIGTERM or Ctrl-C commits the records
+    gathered so far and ends it (exit 0). A message whose value is not JSON fails
+    its batch (nothing of it committed), naming its topic, partition and offset."""
+    pool, branch = refs.parse_pool_ref(ref)
+    opts = kafka_from.FromOptions(
+        topic=topic,
+        pool=pool,
+        bootstrap=_bootstrap(bootstrap),
+        branch=branch or "main",
+        batch_rows=batch_rows,
+        batch_interval=batch_interval.total_seconds(),
+        exit_after=None if exit_after is None else exit_after.total_seconds(),
+    )
+    stop = threading.Event()
+    with _stop_on_signals(stop):
+        report = kafka_from.sync_from(
+            obj.lake(),
+            opts,
+            log=lambda line: click.echo(line, err=True),
+            on_commit=_print_commit,
+            stop=stop,
+        )
+    click.echo(
+        f"kafka: {report.records} record(s) of {topic} in {len(report.commits)} commit(s)",
+        err=True,
+    )
+
+
+@kafka.command("to")
+@click.option(
+    "--pool",
+    "ref",
+    required=True,
+    metavar="POOL[@REF]",
+    help="The records to produce: those 'kafka from' made (ref default: main).",
+)
+@click.option("--topic", required=True, help="The topic to produce to (it must exist).")
+@click.option(
+    "--source-topic",
+    default=None,
+    help="Produce the records of this source topic (needed when the pool holds several).",
+)
+@_bootstrap_option
+@click.pass_obj
+def to(obj: Context, ref: str, topic: str, source_topic: str | None, bootstrap: str | None) -> None:
+    """Produce a pool's Kafka records to TOPIC, exactly once: each to the partition
+    of its own number, in offset order, with its source offset in the header
+    'limno.offset'.
+
+    A rerun (even after a crash) reads the last message of each partition and
+    produces only what follows it. Prints the number of messages produced."""
+    pool, at = refs.parse_pool_ref(ref)
+    opts = kafka_to.ToOptions(
+        pool=pool, topic=topic, bootstrap=_bootstrap(bootstrap), ref=at, source_topic=source_topic
+    )
+    click.echo(kafka_to.sync_to(obj.lake(), opts, log=lambda line: click.echo(line, err=True)))
+
+
+COMMANDS = [kafka]
