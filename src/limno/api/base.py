@@ -253,8 +253,11 @@ class Pool(VersionedPool):
         """Split a leaf partition (at ``at``: a value, or text in the key's type)."""
 
     @abstractmethod
-    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
-        """``limno status``'s reports: partitions, files, jobs, ingest jobs."""
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
+        """``limno status``'s reports: partitions, files, jobs, ingest jobs (with ``rows``:
+        partitions and files cut to their first ``rows``; ``inspect.total_rows`` counts)."""
 
     # -- the ingest batcher (Sleeper's; limno.pools.ingest_queue) ------------------------
     @abstractmethod

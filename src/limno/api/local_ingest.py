@@ -93,10 +93,12 @@ class LocalIngest(RecordPool):
         self.config = self.registry.update(self.config, settings=settings)
         return batcher
 
-    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
         """The pool's reports, with the batcher's jobs (the latest ``limit``)."""
         from limno.pools.ingest_queue import jobs_table
 
-        reports = super().status(ref, limit)
+        reports = super().status(ref, limit, rows)
         reports[STATUS_REPORT] = jobs_table(self.ingest_jobs()[-limit:])
         return reports

@@ -7,6 +7,7 @@ planning a scan or a lookup (which objects can hold this key range?) reads no da
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,14 @@ if TYPE_CHECKING:
 else:
     pa = lazy_module("pyarrow")
 
-__all__ = ["DataObject", "data_path", "lineage", "schema_from_b64", "schema_to_b64"]
+__all__ = [
+    "DataObject",
+    "data_path",
+    "distinct_schemas",
+    "lineage",
+    "schema_from_b64",
+    "schema_to_b64",
+]
 
 #: how many ancestors an object's ``replaces`` lineage keeps (newest first)
 MAX_LINEAGE = 64
@@ -35,8 +43,25 @@ def schema_to_b64(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode()
 
 
+#: distinct encoded schemas whose decoded form is kept (objects of a pool share a few)
+SCHEMAS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=SCHEMAS_KEPT)
 def schema_from_b64(text: str) -> pa.Schema:
+    """The schema ``text`` encodes, decoded once per process: a pool's objects share a
+    few schemas, and planning reads every object's (a schema is immutable: shared)."""
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def distinct_schemas(objs: Sequence[DataObject]) -> list[pa.Schema]:
+    """The schemas of ``objs`` (those that record one), each once, first-seen order:
+    what unifying them needs (a repeated schema adds nothing to a union)."""
+    firsts: dict[str, DataObject] = {}
+    for o in objs:
+        if o.schema_b64:
+            firsts.setdefault(o.schema_b64, o)
+    return [o.schema for o in firsts.values()]
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,11 @@ from limno.data.keys import PoolKey, SortKey
 from limno.data.kway import concat_unified, first_true, merge_sorted, reverse_table
 from limno.data.objects import DataObject, data_path
 from limno.data.parquet import open_parquet
+from limno.data.scan_plan import Plan, plan
 from limno.errors import InvalidInputError
 from limno.storage import Storage
 
-__all__ = ["lookup", "plan", "scan"]
+__all__ = ["Plan", "lookup", "plan", "scan"]
 
 Key = tuple[Any, ...]
 
@@ -52,48 +53,10 @@ MAX_READ_AHEAD_THREADS = 4
 SMALL_READ_GROUPS = 2
 
 
-def plan(
-    objects: Sequence[DataObject], key: PoolKey, lo: Key | None, hi: Key | None
-) -> list[list[DataObject]]:
-    """Objects that can hold keys in ``[lo, hi)``, as clusters in key order.
-
-    A cluster is a maximal run of objects whose key ranges overlap (touching ranges
-    count: equal keys must be merged). Within a cluster objects keep their order in
-    ``objects``, which is the tie order of a scan. A full scan (no bounds) also keeps
-    objects holding only keyless rows, as one last cluster.
-    """
-    lo_key = None if lo is None else key.sort_key(lo)
-    hi_key = None if hi is None else key.sort_key(hi)
-    if lo_key is not None and hi_key is not None and not lo_key < hi_key:
-        return []
-    picked = [i for i, o in enumerate(objects) if o.overlaps(key, lo_key, hi_key)]
-    firsts = {i: objects[i].first_key(key) for i in picked}
-    picked.sort(key=lambda i: firsts[i])  # type: ignore[arg-type,return-value]
-    clusters: list[list[int]] = []
-    end: SortKey | None = None
-    for i in picked:
-        first = firsts[i]
-        last = objects[i].last_key(key)
-        assert first is not None and last is not None
-        if clusters and end is not None and not end < first:
-            clusters[-1].append(i)
-            if end < last:
-                end = last
-        else:
-            clusters.append([i])
-            end = last
-    out = [[objects[i] for i in sorted(c)] for c in clusters]
-    if lo is None and hi is None:
-        keyless = [o for o in objects if o.min_key is None and o.keyless_here > 0]
-        if keyless:
-            out.append(keyless)
-    return out
-
-
 def scan(
     storage: Storage,
     pool_id: str,
-    objects: Sequence[DataObject],
+    objects: Sequence[DataObject] | Plan,
     key: PoolKey,
     lo: Key | None = None,
     hi: Key | None = None,
@@ -121,16 +84,13 @@ def scan(
         raise InvalidInputError(f"order must be asc or desc, not {order!r}")
     if limit is not None and limit <= 0:
         return
-    clusters = plan(objects, key, lo, hi)
+    planned = objects if isinstance(objects, Plan) else Plan(objects, key)
+    clusters = planned.clusters(lo, hi, reverse=order == "desc")
     bounds = _KeyRange(key, lo, hi)
     cols = None if columns is None else list(columns)
     keyless: list[_Reader] = []
     if lo is None and hi is None:
-        position = {id(o): i for i, o in enumerate(objects)}
-        tails = sorted(
-            (o for c in clusters for o in c if o.keyless_here), key=lambda o: position[id(o)]
-        )
-        keyless = [_Reader(storage, pool_id, o, key, cols) for o in tails]
+        keyless = [_Reader(storage, pool_id, o, key, cols) for o in planned.tails]
     # readers of objects with keyless rows are reused: their footer is read only once
     readers = {id(r.obj): r for r in keyless}
 
@@ -142,7 +102,7 @@ def scan(
         if reverse:
             for r in reversed(keyless):
                 yield from r.keyless_rows(reverse=True)
-        for cluster in reversed(clusters) if reverse else clusters:
+        for cluster in clusters:
             members = [reader(o) for o in cluster if o.min_key is not None]
             if not members:
                 continue
@@ -221,7 +181,7 @@ def _ahead(items: Iterator[pa.Table], pool: ThreadPoolExecutor) -> Generator[pa.
 def lookup(
     storage: Storage,
     pool_id: str,
-    objects: Sequence[DataObject],
+    objects: Sequence[DataObject] | Plan,
     key: PoolKey,
     keys: Sequence[Key],
 ) -> pa.Table:
@@ -229,14 +189,16 @@ def lookup(
 
     Only objects whose key range covers a wanted key are opened, and in them only the
     row groups whose statistics cover it are read. Nothing found gives an empty table
-    with an empty schema.
+    with an empty schema. Given a :class:`Plan`, only the objects of the clusters
+    holding a wanted key are looked at (a binary search each), not every object.
     """
     wanted: list[SortKey] = []
     for k in sorted(key.sort_key(tuple(k)) for k in keys):
         if not wanted or wanted[-1] != k:
             wanted.append(k)
+    near = objects.covering(wanted) if isinstance(objects, Plan) else enumerate(objects)
     found: list[tuple[int, int, pa.Table]] = []
-    for oi, o in enumerate(objects):
+    for oi, o in near:
         first, last = o.first_key(key), o.last_key(key)
         if first is None or last is None:
             continue

@@ -34,6 +34,7 @@ __all__ = [
     "CHUNK_ROWS",
     "Gathered",
     "in_key_order",
+    "is_sorted",
     "numpy_values",
     "prefetched",
     "sort_order",
@@ -105,10 +106,42 @@ def in_key_order(keys: pa.Table, key: PoolKey) -> bool:
     return True
 
 
+def is_sorted(table: pa.Table, key: PoolKey, keys: pa.Table | None = None) -> bool:
+    """Whether ``table`` is in key order already (:func:`sort_order` would return None),
+    found without sorting it: a stream that is checked batch by batch (a load's input)
+    must not pay for a sort it then throws away."""
+    if table.num_rows <= 1:
+        return True
+    prepared = _numpy_key(table, key)
+    if prepared is not None:
+        values, valid_mask = prepared
+        return _numpy_in_order(values, valid_mask, key.fields[0].descending)
+    if keys is None:
+        keys = key.key_table(table)
+    return in_key_order(keys, key)
+
+
 def _numpy_order(table: pa.Table, key: PoolKey, runs: bool) -> np.ndarray | None | bool:
     """:func:`sort_order` for one integer-like key field; False for any other key."""
-    if len(key.fields) != 1:
+    prepared = _numpy_key(table, key)
+    if prepared is None:
         return False
+    values, valid_mask = prepared
+    descending = key.fields[0].descending
+    if _numpy_in_order(values, valid_mask, descending):
+        return None
+    if valid_mask is not None:
+        rows = np.flatnonzero(valid_mask)
+        keyed = rows[_stable_argsort(values[rows], descending, runs)]
+        return np.concatenate([keyed, np.flatnonzero(~valid_mask)])
+    return _stable_argsort(values, descending, runs)
+
+
+def _numpy_key(table: pa.Table, key: PoolKey) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """A single integer-like key field's values as int64 or uint64 (nulls as 0) and its
+    validity mask (None without nulls); None for any other key."""
+    if len(key.fields) != 1:
+        return None
     column = key.key_columns(table)[0]
     typ = column.type
     if pa.types.is_integer(typ):
@@ -120,32 +153,25 @@ def _numpy_order(table: pa.Table, key: PoolKey, runs: bool) -> np.ndarray | None
     elif pa.types.is_time64(typ):
         column = column.cast(pa.int64())
     else:
-        return False
+        return None
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    n = len(column)
-    nulls = column.null_count
-    if nulls:
+    valid_mask = None
+    if column.null_count:
         valid_mask = numpy_values(pc.cast(column.is_valid(), pa.uint8())).astype(np.bool_)
-        values = numpy_values(column.fill_null(0))
-    else:
-        valid_mask = None
-        values = numpy_values(column)
+        column = column.fill_null(0)
+    values = numpy_values(column)
     if values.dtype.kind == "i":
-        values = values.astype(np.int64, copy=False)
-    else:
-        values = values.astype(np.uint64, copy=False)
-    descending = key.fields[0].descending
-    if valid_mask is not None:
-        valid = int(n - nulls)
-        if bool(valid_mask[:valid].all()) and _in_order(values[:valid], descending):
-            return None
-        rows = np.flatnonzero(valid_mask)
-        keyed = rows[_stable_argsort(values[rows], descending, runs)]
-        return np.concatenate([keyed, np.flatnonzero(~valid_mask)])
-    if _in_order(values, descending):
-        return None
-    return _stable_argsort(values, descending, runs)
+        return values.astype(np.int64, copy=False), valid_mask
+    return values.astype(np.uint64, copy=False), valid_mask
+
+
+def _numpy_in_order(values: np.ndarray, valid_mask: np.ndarray | None, descending: bool) -> bool:
+    """Whether the values are in order, keyless rows (False in ``valid_mask``) last."""
+    if valid_mask is None:
+        return _in_order(values, descending)
+    valid = int(valid_mask.sum())
+    return bool(valid_mask[:valid].all()) and _in_order(values[:valid], descending)
 
 
 def numpy_values(arr: pa.Array) -> np.ndarray:

@@ -44,7 +44,7 @@ from limno.data.kway import concat_unified, first_true, merge_sorted
 from limno.data.objects import DataObject, data_path
 from limno.data.parquet import open_parquet
 from limno.data.sketches import sketch_path
-from limno.data.sort import Gathered, prefetched, sort_order, take_sorted
+from limno.data.sort import Gathered, is_sorted, prefetched, sort_order, take_sorted
 from limno.errors import StorageError, decode_reason, os_errors
 from limno.storage import Storage
 
@@ -362,7 +362,7 @@ class _OrderedPrefix:
             keys = key.key_table(table)
             first = key.sort_key(key.row_key(keys, 0))
             behind = self.last is not None and first < self.last
-            if behind or sort_order(table, key, keys) is not None:
+            if behind or not is_sorted(table, key, keys):
                 self.rest = itertools.chain([table], self.tables)
                 return
             self.last = key.sort_key(key.row_key(keys, table.num_rows - 1))

@@ -1,11 +1,11 @@
 """Metadata as tables: every table limno shows about its own state, built in one place.
 
 SQL's meta tables (``"logs:objects"``, ``"logs:commits"``, ``"logs:branches"``,
-``"logs:partitions"``, ``"logs:indexes"``, ``":pools"``), ``limno status``'s reports and the CLI's
-listings (``ls``, ``stage``, ``log -f ndjson``) all come from here, so a column
-means the same everywhere: keys are rendered as JSON arrays of the key's fields
-(``[1]``, ``["/blog"]``), a commit's ``actions`` is a list of ``{op, id}``, and
-lists stay lists (pyiceberg's ``table/inspect.py`` is the model).
+``"logs:partitions"``, ``"logs:indexes"``, a file pool's ``"imgs:files"``, ``":pools"``),
+``limno status``'s reports and the CLI's listings (``ls``, ``stage``, ``log -f ndjson``)
+all come from here, so a column means the same everywhere: keys are rendered as JSON
+arrays of the key's fields (``[1]``, ``["/blog"]``), a commit's ``actions`` is a list of
+``{op, id}``, and lists stay lists (pyiceberg's ``table/inspect.py`` is the model).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from limno.data import objects as data_objects
     from limno.data.objects import DataObject
     from limno.pools import jobs
+    from limno.pools.files.pool import FilePool
     from limno.pools.jobs import JobRecord
-    from limno.pools.records import indexing, splitting
+    from limno.pools.records import indexing, snapshot_cache, splitting
     from limno.pools.records.partitions import PartitionTree
     from limno.pools.records.pool import RecordPool
     from limno.pools.registry import PoolConfig
@@ -41,8 +42,10 @@ else:
     jobs = lazy_module("limno.pools.jobs")
     splitting = lazy_module("limno.pools.records.splitting")
     indexing = lazy_module("limno.pools.records.indexing")
+    snapshot_cache = lazy_module("limno.pools.records.snapshot_cache")
 
 __all__ = [
+    "FILE_POOL_TABLES",
     "POOL_TABLES",
     "Rows",
     "branches_rows",
@@ -50,6 +53,8 @@ __all__ = [
     "commits_rows",
     "commits_table",
     "diff_table",
+    "file_pool_table",
+    "files_table",
     "ingest_table",
     "jobs_table",
     "key_text",
@@ -59,10 +64,14 @@ __all__ = [
     "pools_rows",
     "pools_table",
     "status_tables",
+    "total_rows",
 ]
 
 #: the meta tables of a pool (``"<pool>[@ref]:<name>"`` in SQL)
 POOL_TABLES = ("objects", "commits", "branches", "partitions", "indexes")
+#: the meta tables of a file pool: its paths at the ref (a branch: with its staged
+#: changes) instead of objects, partitions and indexes, which it has none of
+FILE_POOL_TABLES = ("files", "commits", "branches")
 
 
 @dataclass(frozen=True)
@@ -216,8 +225,21 @@ def branches_table(
 
 
 def partitions_table(pool: RecordPool, ref: str | None = None) -> pa.Table:
-    """``"pool:partitions"``: id, parent, range, leaf, depth, estimated rows, objects."""
-    objects, tree = pool.snapshot(ref)
+    """``"pool:partitions"``: id, parent, range, leaf, depth, estimated rows, objects.
+
+    Made once per snapshot and process: it sums over every object of the snapshot."""
+    snapshot = pool.versioned.commits.get(pool.resolve(ref)).snapshot
+
+    def make() -> pa.Table:
+        found = snapshot_cache.decoded(pool.versioned, pool.key, snapshot)
+        return _partitions_table(pool, found.objects, found.tree)
+
+    return snapshot_cache.memo(pool.versioned, pool.key, snapshot, "partitions", make)
+
+
+def _partitions_table(
+    pool: RecordPool, objects: Sequence[DataObject], tree: PartitionTree
+) -> pa.Table:
     rows = splitting.leaf_rows(pool, tree, objects)
     counts: dict[str, int] = {}
     for o in objects:
@@ -259,6 +281,43 @@ def pool_table(pool: RecordPool, name: str, ref: str | None = None) -> pa.Table:
     if name == "indexes":
         return indexing.indexes_table(pool, ref)
     raise NotFoundError(f"no meta table {name!r} (one of {', '.join(POOL_TABLES)})")
+
+
+def files_table(pool: FilePool, ref: str | None = None) -> pa.Table:
+    """``"imgs:files"``: one row per path at ``ref``, in path order (on a branch, with its
+    staged changes, as ``limno fs ls -r`` lists them): path, size, etag, content type,
+    mtime, user metadata (a JSON object), and the blob (``object``) or imported URI
+    (``uri``) holding the bytes."""
+    entries = list(pool.iter_list(ref))
+
+    def text(values: Iterable[str | None]) -> pa.Array:
+        return pa.array(list(values), pa.string())
+
+    return pa.table(
+        {
+            "path": text(e.path for e in entries),
+            "size": pa.array([e.size for e in entries], pa.int64()),
+            "etag": text(e.etag for e in entries),
+            "content_type": text(e.content_type for e in entries),
+            "mtime": text(e.mtime for e in entries),
+            "metadata": text(json.dumps(dict(e.metadata), sort_keys=True) for e in entries),
+            "object": text(e.object for e in entries),
+            "uri": text(e.uri for e in entries),
+        }
+    )
+
+
+def file_pool_table(pool: FilePool, name: str, ref: str | None = None) -> pa.Table:
+    """The meta table ``name`` (one of :data:`FILE_POOL_TABLES`) of a file pool at ``ref``."""
+    if name == "files":
+        return files_table(pool, ref)
+    if name == "commits":
+        return commits_table(pool.log(ref))
+    if name == "branches":
+        return branches_table(pool.branches(), pool.tags(), pool.protected())
+    raise NotFoundError(
+        f"no meta table {name!r} of file pool {pool.name!r} (one of {', '.join(FILE_POOL_TABLES)})"
+    )
 
 
 def jobs_table(records: Sequence[JobRecord]) -> pa.Table:
@@ -306,14 +365,37 @@ def ingest_table(pool: RecordPool, ref: str | None, limit: int) -> pa.Table:
     )
 
 
-def status_tables(pool: RecordPool, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+#: schema metadata of a report cut to its first rows: how many rows it has in all
+TOTAL_ROWS = b"total_rows"
+
+
+def total_rows(report: pa.Table) -> int:
+    """How many rows a report of :func:`status_tables` has in all (``rows`` may have
+    cut it to its first ones)."""
+    total = (report.schema.metadata or {}).get(TOTAL_ROWS)
+    return report.num_rows if total is None else int(total)
+
+
+def _first(report: pa.Table, rows: int | None, total: int | None = None) -> pa.Table:
+    if rows is None:
+        return report
+    meta = {TOTAL_ROWS: str(report.num_rows if total is None else total).encode()}
+    return report.slice(0, rows).replace_schema_metadata(meta)
+
+
+def status_tables(
+    pool: RecordPool, ref: str | None = None, limit: int = 20, rows: int | None = None
+) -> dict[str, pa.Table]:
     """The reports of ``limno status`` (Sleeper's): partitions, files, compaction jobs,
-    other jobs, ingest jobs."""
+    other jobs, ingest jobs. With ``rows``, the partitions and files reports hold their
+    first ``rows`` rows only (:func:`total_rows` tells how many there are): what a page
+    shows, made in time proportional to it, not to the snapshot's objects."""
     records = jobs.JobTracker(pool.storage, pool.id).jobs()
     objs, tree = pool.snapshot(ref)
+    shown = objs if rows is None else objs[: max(rows, 0)]
     return {
-        "partitions": partitions_table(pool, ref),
-        "files": objects_table(objs, tree),
+        "partitions": _first(partitions_table(pool, ref), rows),
+        "files": _first(objects_table(shown, tree), rows, len(objs)),
         "compaction_jobs": jobs_table([r for r in records if r.kind == "compaction"][-limit:]),
         "other_jobs": jobs_table([r for r in records if r.kind != "compaction"][-limit:]),
         "ingest_jobs": ingest_table(pool, ref, limit),

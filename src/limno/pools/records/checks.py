@@ -36,6 +36,7 @@ from limno.faults import Fault
 from limno.lazy import lazy_module
 from limno.pools import ingest_upkeep
 from limno.pools.records.partitions import is_partition_key
+from limno.pools.reviews import verify_reviews
 from limno.pools.vacuum import retained_keys
 from limno.storage import Storage
 
@@ -69,6 +70,7 @@ def verify_pool(pool: RecordPool, deep: bool = False) -> Iterator[Fault]:
     yield from journal_faults
     if journal_faults:
         return
+    yield from verify_reviews(v.storage, pool.id)  # merge requests
     heads = {**{f"branch {n}": c for n, c in v.refs.branches().items()}}
     heads.update({f"tag {n}": c for n, c in v.refs.tags().items()})
     if "branch main" not in heads and not heads:

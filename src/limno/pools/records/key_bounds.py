@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from limno.data.keys import PoolKey
-from limno.data.objects import DataObject
+from limno.data.objects import DataObject, distinct_schemas
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
@@ -30,9 +30,10 @@ __all__ = ["key_bound", "unified_key_types"]
 def unified_key_types(key: PoolKey, objs: Sequence[DataObject]) -> list[pa.DataType]:
     """The unified Arrow type of each field of ``key`` over ``objs`` (string when none)."""
     out: list[pa.DataType] = []
+    schemas = distinct_schemas(objs)  # each decoded once: objects share a few
     for i, name in enumerate(key.names):
         top = name.split(".")[0]
-        found = [o.schema.field(top) for o in objs if top in o.schema.names]
+        found = [s.field(top) for s in schemas if top in s.names]
         typ: pa.DataType = pa.string()
         if found:
             typ = _nested_type(unification.unify(pa.schema([f]) for f in found), key.fields[i].path)

@@ -81,9 +81,11 @@ class Maintenance:
         )
         return commit, results
 
-    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
         """The reports of ``limno status``: partitions, files, jobs, ingest jobs."""
-        return inspect.status_tables(cast("RecordPool", self), ref, limit)
+        return inspect.status_tables(cast("RecordPool", self), ref, limit, rows)
 
     def meta_table(self, name: str, ref: str | None = None) -> pa.Table:
         """A meta table of this pool (``objects``, ``commits``, ``branches``, ``partitions``)."""

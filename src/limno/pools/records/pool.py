@@ -118,16 +118,22 @@ class RecordPool(Branching, Indexing, Maintenance):
         key ranges still referenced, once per contiguous range.
         """
         objs, tree = self.snapshot(ref, as_of)
-        if not tree.stored:
-            return objs
-        out = []
-        for o in objs:
-            runs = tree.clip(o)
-            if runs is None:
-                out.append(o)
-            else:
-                out.extend(dataclasses.replace(o, clip=run) for run in runs)
-        return out
+        return _clipped(objs, tree)
+
+    def scan_view(
+        self, ref: str | None = None, as_of: dt.datetime | None = None
+    ) -> snapshot_cache.ScanView:
+        """A ref's :meth:`objects` with their scan plan, unified schema and key types,
+        worked out once per snapshot and process (see ``snapshot_cache.ScanView``)."""
+        snapshot = self.versioned.commits.get(self.resolve(ref, as_of)).snapshot
+
+        def make() -> snapshot_cache.ScanView:
+            found = snapshot_cache.decoded(self.versioned, self.key, snapshot)
+            return snapshot_cache.ScanView(
+                _clipped(found.objects, found.tree), self.key, self.key_types
+            )
+
+        return snapshot_cache.scan_view(self.versioned, self.key, snapshot, make)
 
     def partitions(self, ref: str | None = None) -> PartitionTree:
         return self.snapshot(ref)[1]
@@ -192,8 +198,10 @@ class RecordPool(Branching, Indexing, Maintenance):
         """
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
-        objs = self.objects(ref, as_of)
-        yield from self.scan_objects(objs, start, end, order, limit, ranges=ranges)
+        view = self.scan_view(ref, as_of)
+        yield from self.scan_objects(
+            view.objects, start, end, order, limit, ranges=ranges, view=view
+        )
 
     def scan_objects(
         self,
@@ -204,24 +212,35 @@ class RecordPool(Branching, Indexing, Maintenance):
         limit: int | None = None,
         *,
         ranges: Iterable[tuple[Any, Any]] | None = None,
+        view: snapshot_cache.ScanView | None = None,
     ) -> Iterator[pa.Table]:
         """Stream a sorted scan of ``objs`` (some of a snapshot's :meth:`objects`: those an
         engine cannot read itself), iterators applied; bounds, ``order``, ``limit`` and
         ``ranges`` as in :meth:`iter_scan`. Every chunk has the columns of the objects'
         unified schema, in its order, so a stream's chunks (and two scans of one snapshot)
-        line up."""
+        line up. ``view``: the :meth:`scan_view` that ``objs`` are the objects of (its
+        plan and schema are made once per snapshot, not once per scan)."""
         if ranges is not None:
             yield from key_ranges.scan(self, objs, ranges, start, end, order, limit)
             return
-        types = self.key_types(objs)
+        if view is None:
+            view = snapshot_cache.ScanView(objs, self.key, self.key_types)
+        types = view.key_types
         lo = key_bounds.key_bound(self.key, start, types)
         hi = key_bounds.key_bound(self.key, end, types)
 
-        target = unification.unify(o.schema for o in objs if o.schema_b64)
+        target = view.schema
         iterating = bool(self.config.settings.iterators)
         with self.reading(objs):
             raw = scan.scan(
-                self.storage, self.id, objs, self.key, lo, hi, order, None if iterating else limit
+                self.storage,
+                self.id,
+                view.plan,
+                self.key,
+                lo,
+                hi,
+                order,
+                None if iterating else limit,
             )
             left = limit
             for t in self.iterated(raw, reverse=order == "desc"):
@@ -249,8 +268,10 @@ class RecordPool(Branching, Indexing, Maintenance):
             if e.pool != self.id:
                 raise
             raise damaged_object(e.path, self.name, e.reason) from e
-        except NotFoundError:
-            for o in objs:
+        except NotFoundError as e:
+            # the object the error names (one stat), not every object of the snapshot
+            named = [o for o in objs if o.id in str(e)]
+            for o in named or objs:
                 if self.storage.exists(gc.expired_path(self.id, o.id)):
                     raise NotFoundError(
                         f"object {o.id} was removed by vacuum: this commit is outside the"
@@ -274,18 +295,15 @@ class RecordPool(Branching, Indexing, Maintenance):
         Columns come in the order of the snapshot's unified schema whatever the
         bounds and order, so two scans of one snapshot always line up.
         """
-        if order not in ("asc", "desc"):
-            raise InvalidInputError(f"order must be asc or desc, not {order!r}")
-        objs = self.objects(ref, as_of)
-        return _concat(list(self.scan_objects(objs, start, end, order, limit, ranges=ranges)))
+        return _concat(list(self.iter_scan(ref, start, end, order, limit, as_of, ranges=ranges)))
 
     def get(
         self, keys: Sequence[Any], ref: str | None = None, *, as_of: dt.datetime | None = None
     ) -> pa.Table:
         """Point lookup: every record whose key equals one of ``keys`` (in ``ref``, a
         branch as it was at ``as_of``)."""
-        objs = self.objects(ref, as_of)
-        types = self.key_types(objs)
+        view = self.scan_view(ref, as_of)
+        objs, types = view.objects, view.key_types
         parsed = []
         for k in keys:
             bound = key_bounds.key_bound(self.key, k, types, "key")
@@ -295,7 +313,7 @@ class RecordPool(Branching, Indexing, Maintenance):
             parsed.append(bound)
 
         with self.reading(objs):
-            found = scan.lookup(self.storage, self.id, objs, self.key, parsed)
+            found = scan.lookup(self.storage, self.id, view.plan, self.key, parsed)
         if found.num_rows and self.config.settings.iterators:
             found = _concat(list(self.iterated([found])))
         return found
@@ -559,3 +577,18 @@ def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa
         return pa.table({})
     schema = unification.unify([*schemas, *(t.schema for t in tables)])
     return pa.concat_tables([unification.conform(t, schema) for t in tables])
+
+
+def _clipped(objs: Sequence[DataObject], tree: PartitionTree) -> list[DataObject]:
+    """``objs`` as a snapshot with partition tree ``tree`` references them: an object
+    only partly referenced appears clipped, once per contiguous range."""
+    if not tree.stored:
+        return list(objs)
+    out: list[DataObject] = []
+    for o in objs:
+        runs = tree.clip(o)
+        if runs is None:
+            out.append(o)
+        else:
+            out.extend(dataclasses.replace(o, clip=run) for run in runs)
+    return out

@@ -16,29 +16,51 @@ never decodes what it has just written.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from limno.core.commits import Action
 from limno.core.committed import _LRU
 from limno.core.versioning import Versioned
 from limno.data.indexes import is_index_key
 from limno.data.keys import PoolKey
-from limno.data.objects import DataObject
+from limno.data.objects import DataObject, distinct_schemas
+from limno.lazy import lazy_module
 from limno.pools.records.compaction import order_key
 from limno.pools.records.partitions import PartitionTree, is_partition_key
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["DecodedSnapshot", "decoded", "memo_key_types", "remember_added"]
+    from limno.data import scan
+    from limno.data import schema as unification
+else:  # planning needs pyarrow; importing this module must not
+    scan = lazy_module("limno.data.scan")
+    unification = lazy_module("limno.data.schema")
+
+__all__ = [
+    "DecodedSnapshot",
+    "ScanView",
+    "decoded",
+    "memo",
+    "memo_key_types",
+    "remember_added",
+    "scan_view",
+]
+
+T = TypeVar("T")
 
 #: decoded snapshots kept (a load needs its branch's head; readers a few refs)
 SNAPSHOTS = 32
 #: key-type lists kept, by the schemas of the objects they were computed over
 KEY_TYPES = 256
+#: scan views kept (each as big as its snapshot's decoded objects, which it shares)
+VIEWS = 16
+#: other things worked out from one snapshot (see :func:`memo`)
+MEMOS = 32
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,8 @@ class DecodedSnapshot:
 
 _snapshots = _LRU(SNAPSHOTS)
 _key_types = _LRU(KEY_TYPES)
+_views = _LRU(VIEWS)
+_memos = _LRU(MEMOS)
 
 
 def _cache_key(versioned: Versioned, key: PoolKey, snapshot: str) -> str:
@@ -80,6 +104,67 @@ def decoded(versioned: Versioned, key: PoolKey, snapshot: str) -> DecodedSnapsho
         ]
         found = DecodedSnapshot(tuple(sorted(objs, key=order_key)), tree)
         _snapshots.put(cache_key, found)
+    return found
+
+
+class ScanView:
+    """What a scan of one snapshot needs, worked out once per process: the objects to
+    read (clipped to the partitions: see ``RecordPool.objects``), their :class:`scan.Plan`
+    (clusters in key order, cut to any bounds by a binary search), the unified schema
+    of the whole snapshot (every scan's columns, whatever its bounds) and the key
+    types. Each part is made on first use; a snapshot never changes, so none goes
+    stale. Without it a scan of ten rows decoded and sorted every object's metadata.
+    """
+
+    def __init__(
+        self,
+        objects: Sequence[DataObject],
+        key: PoolKey,
+        key_types: Callable[[Sequence[DataObject]], list[pa.DataType]],
+    ) -> None:
+        self.objects = tuple(objects)
+        self.key = key
+        self._key_types = key_types
+
+    @functools.cached_property
+    def plan(self) -> scan.Plan:
+        return scan.Plan(self.objects, self.key)
+
+    @functools.cached_property
+    def schema(self) -> pa.Schema:
+        """The objects' schemas unified (each distinct one decoded once)."""
+        return unification.unify(distinct_schemas(self.objects))
+
+    @functools.cached_property
+    def key_types(self) -> tuple[pa.DataType, ...]:
+        return tuple(self._key_types(self.objects))
+
+
+def scan_view(
+    versioned: Versioned,
+    key: PoolKey,
+    snapshot: str,
+    make: Callable[[], ScanView],
+) -> ScanView:
+    """The :class:`ScanView` of snapshot ``snapshot``: ``make()`` once per process (an
+    LRU of :data:`VIEWS`, keyed like :func:`decoded`)."""
+    cache_key = _cache_key(versioned, key, snapshot)
+    found: ScanView | None = _views.get(cache_key)
+    if found is None:
+        found = make()
+        _views.put(cache_key, found)
+    return found
+
+
+def memo(versioned: Versioned, key: PoolKey, snapshot: str, what: str, make: Callable[[], T]) -> T:
+    """``make()``, something worked out from snapshot ``snapshot`` alone (``what`` names
+    it, e.g. status's partitions report), once per process: a snapshot never changes,
+    and a server asked again and again pays once (an LRU of :data:`MEMOS`)."""
+    cache_key = (_cache_key(versioned, key, snapshot), what)
+    found: T | None = _memos.get(cache_key)
+    if found is None:
+        found = make()
+        _memos.put(cache_key, found)
     return found
 
 
@@ -119,7 +204,8 @@ def memo_key_types(
     """``compute(objs)`` (the key fields' unified types over ``objs``), remembered by the
     objects' schemas: it depends on nothing else, and decoding and unifying the schemas
     of every object costs a lookup more than the lookup itself."""
-    memo: tuple[Any, ...] = (str(key), *(o.schema_b64 for o in objs))
+    # the distinct schemas in first-seen order say as much (a repeat adds nothing)
+    memo: tuple[Any, ...] = (str(key), *dict.fromkeys(o.schema_b64 for o in objs))
     found: tuple[pa.DataType, ...] | None = _key_types.get(memo)
     if found is None:
         found = tuple(compute(objs))

@@ -79,9 +79,12 @@ def vacuum(request: Request, pool: str, body: Vacuum) -> dict[str, Any]:
 
 
 @router.get("/pools/{pool}/status", operation_id="status", summary="Status reports")
-def status(request: Request, pool: str, ref: str | None = None, limit: int = 20) -> dict[str, str]:
-    """Report title -> the report, an Arrow IPC stream in base64."""
-    reports = pool_of(request, pool).status(ref, limit)
+def status(
+    request: Request, pool: str, ref: str | None = None, limit: int = 20, rows: int | None = None
+) -> dict[str, str]:
+    """Report title -> the report, an Arrow IPC stream in base64 (``rows``: partitions
+    and files cut to their first rows, their counts in the schema's metadata)."""
+    reports = pool_of(request, pool).status(ref, limit, rows)
     return {title: base64.b64encode(table_bytes(t)).decode() for title, t in reports.items()}
 
 
