@@ -15,6 +15,8 @@ would), on loopback; the client is limno's Python client (``Lake.open(url)``).
   objects do not overlap: the server sends the stored Parquet objects, which the
   client decodes; see limno.api.wire_objects); rows/s. Server and in-process scans
   take turns in each repetition.
+- ``server_scan_ipc``: the same scan with a limit of all its rows, which the server
+  answers as an Arrow IPC stream (it merges and encodes; the client decodes IPC).
 - ``server_get_p50``: ``get`` of one random key of those rows; p50 latency, ms.
 
 Run as ``python -m bench.server commits LOCATION POOL COUNT`` it is one client
@@ -280,7 +282,9 @@ def _reads(cfg: Config, root: Path) -> list[Result]:
         remote_lake = Lake.open(srv.url)
         try:
             remote = remote_lake.pool("reads")
-            scan_rate = _scan_rates(cfg, {"server": remote, PEER: local}, rows)
+            ipc_scan = _LimitedScan(remote, rows)  # a limit: the server's Arrow IPC stream
+            pools = {"server": remote, "ipc": ipc_scan, PEER: local}
+            scan_rate = _scan_rates(cfg, pools, rows)
             for name, reader in (("server", remote), (PEER, local)):
                 p50[name] = _get_p50(cfg, reader, keys)
         finally:
@@ -299,6 +303,16 @@ def _reads(cfg: Config, root: Path) -> list[Result]:
             " they need no merging, else Arrow IPC); target >= 0.7x",
         ),
         Result(
+            "server_scan_ipc",
+            "throughput",
+            "rows/s",
+            scan_rate["ipc"],
+            {PEER: scan_rate[PEER]},
+            True,
+            note="the same scan with a limit of all its rows: streamed as Arrow IPC (the"
+            " server merges and encodes, the client decodes IPC)",
+        ),
+        Result(
             "server_get_p50",
             "latency",
             "ms",
@@ -308,6 +322,18 @@ def _reads(cfg: Config, root: Path) -> list[Result]:
             note=f"one key of {rows:,} rows; target: within 2 ms of in-process",
         ),
     ]
+
+
+@dataclass
+class _LimitedScan:
+    """A pool whose full scan asks for a limit of all its rows: the server then sends
+    Arrow IPC, not the stored objects (limno.server.parquet_objects)."""
+
+    pool: Any
+    rows: int
+
+    def scan(self) -> Any:
+        return self.pool.scan(limit=self.rows)
 
 
 def _scan_rates(cfg: Config, pools: dict[str, Any], rows: int) -> dict[str, float]:

@@ -39,12 +39,14 @@ def test_server_bench_smoke(tmp_path: Path) -> None:
         "server_small_commits",
         "server_small_commits_workers1",
         "server_scan",
+        "server_scan_ipc",
         "server_get_p50",
     }
     for name, higher in (
         ("server_small_commits", True),
         ("server_small_commits_workers1", True),
         ("server_scan", True),
+        ("server_scan_ipc", True),
         ("server_get_p50", False),
     ):
         r = results[name]

@@ -296,15 +296,15 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
         spark_master: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
     ) -> Commit:
-        params = {
-            "branch": branch,
+        params = {  # the server's defaults are left out: a shorter URL to build and parse
+            "branch": None if branch == "main" else branch,
             "fmt": fmt,
-            "message": message,
+            "message": message or None,
             "author": author,
             "meta": None if meta is None else json.dumps(dict(meta)),
-            "engine": engine,
+            "engine": None if engine == "local" else engine,
             "spark_master": spark_master,
-            "spark_conf": json.dumps(dict(spark_conf or {})),
+            "spark_conf": json.dumps(dict(spark_conf)) if spark_conf else None,
         }
         return wire.commit_from_json(self._upload("load", sources, params))
 
@@ -396,9 +396,9 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
     def get(
         self, keys: Sequence[Any], ref: str | None = None, *, as_of: dt.datetime | None = None
     ) -> pa.Table:
-        body = {"keys": [wire.value_to_json(k) for k in keys], "ref": ref}
-        body["as_of"] = wire.time_to_json(as_of)
-        return self._http.table("POST", f"{self._path}/get", body=body)
+        from limno.api import remote_lookup  # any number of keys: batched when very many
+
+        return remote_lookup.get(self._http, f"{self._path}/get", self.config, keys, ref, as_of)
 
     def objects(self, ref: str | None = None, as_of: dt.datetime | None = None) -> list[DataObject]:
         params = {"ref": ref, "as_of": wire.time_to_json(as_of)}
@@ -435,10 +435,12 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
         done = self._call("POST", "split", body=body)
         return None if done["commit"] is None else wire.commit_from_json(done["commit"])
 
-    def status(self, ref: str | None = None, limit: int = 20) -> dict[str, pa.Table]:
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
         import base64
 
-        reports = self._call("GET", "status", {"ref": ref, "limit": limit})
+        reports = self._call("GET", "status", {"ref": ref, "limit": limit, "rows": rows})
         return {
             title: ipc.open_stream(base64.b64decode(data)).read_all()
             for title, data in reports.items()

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = ["BUSY_RETRIES", "RETRIES", "events"]
 
-#: reconnection attempts in a row before giving up
-RETRIES = 5
+#: reconnection attempts in a row before giving up: about a minute of trying (pauses
+#: 0.25 s doubling to 30 s), long enough for a server to restart on a busy machine (a
+#: new server process imports its libraries and opens the lake first: seconds)
+RETRIES = 8
 #: ... when the server answers 503 with Retry-After (all its event streams are taken)
 BUSY_RETRIES = 20
-#: the pause before attempt n (seconds): 0.25, 0.5, 1, 2, 4 (busy: at least Retry-After)
+#: the pause before attempt n (seconds): 0.25, 0.5, 1, 2, ... (busy: at least Retry-After)
 _BACKOFF = 0.25
 #: the longest pause between two attempts
 _MAX_PAUSE = 30.0

@@ -10,8 +10,9 @@ Credentials, TLS and timeouts are decided here, for every request the client mak
 - a connection attempt gives up after 10 s (``LIMNO_CONNECT_TIMEOUT``); answers may
   take as long as the work (a compaction runs on the server while the client waits).
 
-:class:`Connection` makes the requests: JSON answers, and Arrow IPC answers read
-batch by batch as they arrive. A problem response (RFC 9457, see
+:class:`Connection` makes the requests: JSON answers, streamed answers (read as
+they arrive by their callers: scans, events, file reads), and whole Arrow IPC
+answers (lookups, meta tables, query results). A problem response (RFC 9457, see
 :mod:`limno.server.problems`) becomes the
 exception the server raised, with its message; a server that cannot be reached, or
 that ends an answer early, is a :class:`~limno.errors.StorageError`.
@@ -20,7 +21,6 @@ that ends an answer early, is a :class:`~limno.errors.StorageError`.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import weakref
@@ -206,23 +206,6 @@ class Connection:
             raise_problem(response)
             yield response
 
-    def batches(
-        self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Any = None
-    ) -> Iterator[pa.RecordBatch | pa.Schema]:
-        """The schema of an Arrow IPC answer, then its batches as they arrive."""
-        with (
-            self.stream(method, path, params, body, headers={"Accept": ARROW}) as response,
-            transport_errors(self.url),
-        ):
-            try:
-                reader = ipc.open_stream(io.BufferedReader(_Body(response.iter_bytes())))
-                yield reader.schema
-                yield from reader
-            except pa.ArrowInvalid as e:  # the stream stopped short: the server failed
-                raise StorageError(
-                    f"limno server {self.url} ended an answer early ({e}); see its log"
-                ) from None
-
     def table(
         self, method: str, path: str, params: Mapping[str, Any] | None = None, body: Any = None
     ) -> pa.Table:
@@ -245,26 +228,3 @@ def _param(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
-
-
-class _Body(io.RawIOBase):
-    """The chunks of an answer as a readable file (what Arrow's reader reads)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._buf = memoryview(b"")  # what is left of the last chunk: a view, not a copy
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self._buf:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                return 0
-            self._buf = memoryview(chunk)
-        view = memoryview(b).cast("B")
-        n = min(len(view), len(self._buf))
-        view[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n

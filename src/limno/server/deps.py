@@ -10,11 +10,12 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
+from limno.api.base_files import not_files, not_records
 from limno.server.ahead import read_ahead
 from limno.server.formats import choose, encode
 
@@ -37,21 +38,51 @@ def lake_of(request: Request) -> LocalLake:
 
 
 def pool_of(request: Request, pool: str) -> LocalPool:
-    """Record pool ``pool`` (a name or an id), read afresh from the lake: another server
-    (or a process next to the lake) may have renamed or dropped it since the last
-    request. A file pool is refused (400, in the lake's words)."""
-    return lake_of(request).pool(pool)
+    """Record pool ``pool`` (a name or an id), its configuration read afresh from the
+    lake: another server (or a process next to the lake) may have renamed or dropped it
+    since the last request. A file pool is refused (400, in the lake's words)."""
+    opened = versioned_of(request, pool)
+    if opened.config.kind == "files":
+        raise not_records(opened.config)
+    return cast("LocalPool", opened)  # a records config opens a LocalPool
 
 
 def file_pool_of(request: Request, pool: str) -> LocalFilePool:
     """File pool ``pool``, read afresh as :func:`pool_of` reads a record pool."""
-    return lake_of(request).file_pool(pool)
+    opened = versioned_of(request, pool)
+    if opened.config.kind != "files":
+        raise not_files(opened.config)
+    return cast("LocalFilePool", opened)  # a files config opens a LocalFilePool
 
 
 def versioned_of(request: Request, pool: str) -> LocalPool | LocalFilePool:
     """Pool ``pool`` of either kind: what the git routes (refs, log, merge, diff,
-    revert, hooks, vacuum...) work on."""
-    return lake_of(request).versioned_pool(pool)
+    revert, hooks, vacuum...) work on.
+
+    Its configuration is read from the lake on every request (one probe of the pool
+    list's journal), but the pool object is kept across requests while that
+    configuration stays the same: its journals remember what they have read (a new
+    pool object reads its branch journal from the start or its last snapshot, up to a
+    hundred entries, on every load), as a pool a program keeps open does. Everything
+    it remembers is checked against the lake before use (a journal probes for entries
+    after the last one it read), so an object kept here sees other writers' commits;
+    a renamed or reconfigured pool gets a new object, a dropped one is not found."""
+    lake = lake_of(request)
+    config = lake.registry.find(pool)
+    kept: dict[str, LocalPool | LocalFilePool] | None = getattr(request.app.state, "pools", None)
+    if kept is None:
+        kept = request.app.state.pools = {}
+    opened = kept.get(config.id)
+    if opened is None or opened.config != config:
+        opened = lake._opened(config)  # the lake's own choice of class by kind
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[config.id] = opened
+    return opened
+
+
+#: pool objects a server process keeps at most (then it starts over)
+_KEPT = 1_000
 
 
 def stream_tables(

@@ -4,7 +4,8 @@ that try to climb out of where they belong, and JSON bodies with fields it does 
 :class:`Guard` is plain ASGI middleware in front of the whole API:
 
 - a body larger than its cap is 413: JSON bodies are small (``--max-body-mb``, 1 MB by
-  default), uploads of ``load``, ``add`` and file puts go to disk and are unlimited unless
+  default; a ``get``'s list of keys up to :data:`KEYS_BODY`, 64 MB), uploads of
+  ``load``, ``add`` and file puts go to disk and are unlimited unless
   ``--max-upload-mb`` says otherwise. A declared ``Content-Length`` over the cap is
   refused before any route runs (up to 64 MB of it read and dropped first, so that
   the client, still sending, sees the answer); a chunked body is counted as it arrives;
@@ -19,8 +20,11 @@ that try to climb out of where they belong, and JSON bodies with fields it does 
   path, its staging area, takes only valid names: :mod:`limno.core.versioning`), and
   the storage layer refuses ``.``/``..`` segments in any case;
 - a path segment that is not a name may not be ``.``/``..`` nor hold an encoded ``/``
-  (400). A pool segment holding one is a name no pool can have: 404, worded as the
-  lake words a missing pool. Branch, tag and hook names end the path, so they may.
+  (400). A segment naming a pool, a user or an access key (after ``pools/``,
+  ``users/``, ``keys/``, ``grants/``) that holds one is a name none can have (pool,
+  user and key names never contain ``/``): 404, worded as the lake words a missing
+  one (``user 'a/b' not found``), before authentication, as a lake opened directly
+  answers. Branch, tag and hook names end the path, so they may.
 
 :class:`Body` is the base of every JSON body model: unknown fields are 400 naming the
 field (``extra="forbid"``), and fields naming pools, refs or objects are checked like query
@@ -40,9 +44,22 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["MAX_NAME", "MB", "Body", "Guard", "Limits", "Options", "check_name", "install"]
+__all__ = [
+    "KEYS_BODY",
+    "MAX_NAME",
+    "MB",
+    "Body",
+    "Guard",
+    "Limits",
+    "Options",
+    "check_name",
+    "install",
+]
 
 MB = 1 << 20
+#: most bytes of a ``get``'s JSON body (its keys: millions), unless ``--max-body-mb`` is
+#: more; a client sends a longer key list in several requests (limno.api.remote_lookup)
+KEYS_BODY = 64 * MB
 #: the longest name or ref accepted (bytes of UTF-8): far over any the lake allows
 MAX_NAME = 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -52,8 +69,9 @@ NAMED = frozenset(
 )
 #: query parameters named like those that are not names (an upload's file name)
 _NOT_NAMES = frozenset({"name"})
-#: the path segment after this one names a pool (a segment of its own: no ``/``)
-_POOL = "pools"
+#: a path segment after one of these names a pool, user or access key, as a segment of
+#: its own (no ``/``: routing would split it); the noun the lake says it with
+_NAMED_BY = {"pools": "pool", "users": "user", "keys": "access key", "grants": "pool"}
 #: path segments after these name a branch, tag or hook: the rest of the path (routes
 #: declare them ``{name:path}``), so an encoded ``/`` in them routes nowhere else
 _TRAILING_NAMES = frozenset({"branches", "tags", "hooks"})
@@ -102,14 +120,14 @@ class _Refused(Exception):
         self.error = error
 
 
-def _segment_refusal(segment: str, before: str | None) -> _Refused | None:
-    """Why one segment of an API path is refused; ``before``: the segment before it
-    when that makes this one a pool's name (``pools``), else None."""
-    if before is not None:
+def _segment_refusal(segment: str, noun: str | None) -> _Refused | None:
+    """Why one segment of an API path is refused; ``noun``: what it names when the
+    segment before it makes it a name (:data:`_NAMED_BY`), else None."""
+    if noun is not None:
         if why := check_name(segment):
             return _Refused(400, why)
-        if "/" in segment:  # routing would split it: no pool has such a name
-            return _Refused(404, f"pool {segment!r} not found", "NotFoundError")  # as the lake
+        if "/" in segment:  # routing would split it: no pool, user or key has such a name
+            return _Refused(404, f"{noun} {segment!r} not found", "NotFoundError")  # as the lake
         return None
     if segment in (".", "..") or "/" in segment or _CONTROL.search(segment):
         return _Refused(400, f"path segment {segment[:80]!r} is not allowed")
@@ -128,10 +146,10 @@ def check_target(scope: Scope) -> _Refused | None:
         if before in _TRAILING_NAMES:  # the rest of the path is the name
             why = check_name("/".join(segments[i:]))
             return None if why is None else _Refused(400, why)
-        if refused := _segment_refusal(segment, before if before == _POOL else None):
+        noun = None if before is None else _NAMED_BY.get(before)
+        if refused := _segment_refusal(segment, noun):
             return refused
-        named = before == _POOL
-        before = None if named or not segment else segment
+        before = None if noun is not None or not segment else segment
     query = scope.get("query_string", b"").decode("latin-1")
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key in NAMED and key not in _NOT_NAMES and (why := check_name(value)):
@@ -140,14 +158,23 @@ def check_target(scope: Scope) -> _Refused | None:
 
 
 def _is_upload(scope: Scope) -> bool:
-    """``load`` and ``add``, and a file pool's put (``PUT .../files/object``): bodies the
-    routes stream to disk, under ``--max-upload-mb``."""
+    """``load`` and ``add``, and a file pool's put (``PUT .../files/object``, and the web
+    UI's ``POST /pools/.../files/upload``): bodies the routes stream to disk, under
+    ``--max-upload-mb``."""
     path: str = scope.get("path", "")
+    if path.startswith("/pools/") and path.endswith("/files/upload"):
+        return scope.get("method") == "POST"
     if not path.startswith("/v1/pools/"):
         return False
     if path.endswith("/files/object"):
         return scope.get("method") == "PUT"
     return path.rsplit("/", 1)[-1] in ("load", "add")
+
+
+def _is_lookup(scope: Scope) -> bool:
+    """A pool's ``get`` (``POST .../get``): a JSON body of keys, which may be long."""
+    path: str = scope.get("path", "")
+    return scope.get("method") == "POST" and path.startswith("/v1/pools/") and path.endswith("/get")
 
 
 #: most bytes of a refused body read (and dropped) before the refusal is sent
@@ -207,8 +234,7 @@ class Guard:
         if refused := check_target(scope):
             await _answer(send, refused.status, str(refused), refused.error)
             return
-        cap = self.limits.max_upload if _is_upload(scope) else self.limits.max_body
-        what = "upload" if _is_upload(scope) else "request body"
+        cap, what = self._cap(scope)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length", b"").decode("latin-1").strip()
         if cap is not None and length.isdigit() and int(length) > cap:
@@ -216,6 +242,15 @@ class Guard:
             await _answer(send, 413, f"{what} of {length} bytes is over the limit of {cap}")
             return
         await _Exchange(self.app, self.limits.body_timeout, cap, what).run(scope, receive, send)
+
+    def _cap(self, scope: Scope) -> tuple[int | None, str]:
+        """The most bytes the request's body may have, and what to call it."""
+        if _is_upload(scope):
+            return self.limits.max_upload, "upload"
+        body = self.limits.max_body
+        if _is_lookup(scope):  # a key list: far over other JSON bodies
+            return (None if body is None else max(body, KEYS_BODY)), "key list"
+        return body, "request body"
 
 
 class _Exchange:
