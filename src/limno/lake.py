@@ -256,7 +256,10 @@ class Lake:
         from limno.core.refs import parse_pool_ref
 
         pool_name, at = parse_pool_ref(ref)
-        return self.pool(pool_name).meta_table(name, at)
+        config = self.registry.find(pool_name)
+        if config.kind == "files":
+            return inspect.file_pool_table(self.file_pool(config.id), name, at)
+        return self.pool(config.id).meta_table(name, at)
 
     def drop_pool(self, name: str) -> PoolConfig:
         return self.registry.drop(name)
@@ -351,7 +354,7 @@ class Lake:
         with JobTracker(self.storage, pool.id).track(record):
             report = pool.vacuum(grace=grace)
             record.detail = {"removed": len(report.removed), "bytes": report.bytes}
-        log(f"{pool.name}: vacuum: removed {len(report.removed)} blob(s)")
+        log(f"{pool.name}: vacuum: removed {len(report.removed)} object(s)")
 
 
 def check_lake_json(uri: str, raw: bytes) -> dict[str, object]:

@@ -185,10 +185,15 @@ class FilePool(VersionedPool):
         start_after: str = "",
         limit: int = 1000,
         as_of: dt.datetime | None = None,
+        *,
+        token: str | None = None,
     ) -> Listing:
         """One page of the paths under ``prefix`` after ``start_after``, in path order;
         with ``delimiter`` (``/``), the paths past it are rolled up into prefixes. A
-        truncated page's ``next_after`` is the ``start_after`` of the next."""
+        truncated page's ``next_after`` is the ``start_after`` of the next, and its
+        ``next_token`` the ``token`` of the next page *of the same commit* (a branch
+        whose head moved meanwhile: ConflictError; see
+        :mod:`limno.pools.files.listing`)."""
 
     @abstractmethod
     def iter_list(

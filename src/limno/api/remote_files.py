@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 from limno.api import wire, wire_files
 from limno.api.base_files import FilePool
 from limno.api.remote_git import RemoteGit
-from limno.errors import InvalidInputError
+from limno.errors import ConflictError, InvalidInputError
 
 if TYPE_CHECKING:
     from limno.api.remote_http import Connection
@@ -219,6 +219,8 @@ class RemoteFilePool(RemoteGit, FilePool):
         start_after: str = "",
         limit: int = 1000,
         as_of: dt.datetime | None = None,
+        *,
+        token: str | None = None,
     ) -> Listing:
         params = {
             "ref": ref,
@@ -227,19 +229,30 @@ class RemoteFilePool(RemoteGit, FilePool):
             "after": start_after,
             "limit": limit,
             "as_of": wire.time_to_json(as_of),
+            "token": token,
         }
         return wire_files.listing_from_json(self._call("GET", "files/list", params))
 
     def iter_list(
         self, ref: str | None = None, prefix: str = "", as_of: dt.datetime | None = None
     ) -> Iterator[FileEntry]:
+        """Pages pinned to one commit while they can be; a branch that moves between two
+        pages (steady writes would otherwise never let a long listing finish) goes on
+        after the last path returned, at the branch as it is then, as S3 listings do."""
+        token: str | None = None
         after = ""
         while True:
-            page = self.list(ref, prefix, None, after, PAGE, as_of)
+            try:
+                page = self.list(ref, prefix, None, after, PAGE, as_of, token=token)
+            except ConflictError:
+                if token is None:
+                    raise
+                token = None
+                continue
             yield from page.entries
             if not page.truncated or page.next_after is None:
                 return
-            after = page.next_after
+            after, token = page.next_after, page.next_token
 
     def diff_paths(
         self, old_ref: str, new_ref: str | None = None, prefix: str = ""

@@ -64,18 +64,22 @@ def listing_to_json(page: Listing) -> dict[str, Any]:
         "prefixes": list(page.prefixes),
         "truncated": page.truncated,
         "next_after": page.next_after,
+        "commit": page.commit,
+        "next_token": page.next_token,
     }
 
 
 def listing_from_json(d: Mapping[str, Any]) -> Listing:
     from limno.pools.files.listing import Listing
 
-    after = d.get("next_after")
+    after, commit, token = d.get("next_after"), d.get("commit"), d.get("next_token")
     return Listing(
         [entry_from_json(e) for e in d["entries"]],
         [str(p) for p in d["prefixes"]],
         bool(d["truncated"]),
         None if after is None else str(after),
+        None if commit is None else str(commit),
+        None if token is None else str(token),
     )
 
 

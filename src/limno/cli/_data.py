@@ -25,6 +25,7 @@ from limno.cli._context import (
 from limno.cli._output import write_dicts, write_rows, write_tables
 from limno.cli._progress import activity, reading
 from limno.cli._sql_args import SqlCommand, read_sql, sql_file_option
+from limno.cli._state import working_ref
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
@@ -425,24 +426,31 @@ def vacuum(
     grace: dt.timedelta,
     retention: dt.timedelta | None,
 ) -> None:
-    """Free the bytes of objects that no branch, tag, staging area or retained commit holds."""
-    name, _ = obj.pool_ref(ref)
-    with activity(f"vacuuming {name}"):
-        report = obj.lake().versioned_pool(name).vacuum(grace, dry_run, retention)
+    """Free the bytes of objects that no branch, tag, staging area or retained commit holds.
+
+    Without -p (and no 'limno use' pool): every pool of the lake, of either kind."""
+    lake = obj.lake()
+    text = ref or working_ref(lake.uri)
+    names = [obj.pool_ref(text)[0]] if text else [c.name for c in lake.list_pools()]
     verb = "would remove" if dry_run else "removed"
     out = obj.listing_format(fmt)
-    if out is None:  # piped, no format chosen: PATH<TAB>BYTES lines
-        for path, size in report.removed:
-            click.echo(f"{path}\t{size}")
-    else:
-        rows = [{"path": p, "bytes": size} for p, size in report.removed]
+    rows: list[dict[str, object]] = []
+    for name in names:
+        with activity(f"vacuuming {name}"):
+            report = lake.versioned_pool(name).vacuum(grace, dry_run, retention)
+        if out is None:  # piped, no format chosen: PATH<TAB>BYTES lines, as they come
+            for path, size in report.removed:
+                click.echo(f"{path}\t{size}")
+        rows += [{"path": p, "bytes": size} for p, size in report.removed]
+        click.echo(
+            f"{'' if text else f'{name}: '}{verb} {len(report.removed)} object(s),"
+            f" {report.bytes} bytes; kept"
+            f" {report.referenced} referenced, {report.leased} held by writes in flight and"
+            f" {report.too_young} younger than the grace period",
+            err=True,
+        )
+    if out is not None:
         write_dicts(("path", "bytes"), rows, out)
-    click.echo(
-        f"{verb} {len(report.removed)} object(s), {report.bytes} bytes; kept"
-        f" {report.referenced} referenced, {report.leased} held by writes in flight and"
-        f" {report.too_young} younger than the grace period",
-        err=True,
-    )
 
 
 COMMANDS = [load, add, commit, stage, log, scan, get, query, delete, revert, vacuum]

@@ -291,14 +291,14 @@ def download(
 def _entries(
     pool: FilePool, ref: str, prefix: str, as_of: dt.datetime | None
 ) -> Iterator[FileEntry]:
-    """Every entry under ``prefix``, a page at a time."""
-    after = ""
+    """Every entry under ``prefix``, a page at a time, all of one commit."""
+    token = None
     while True:
-        page = pool.list(ref, prefix, None, after, PAGE, as_of)
+        page = pool.list(ref, prefix, None, "", PAGE, as_of, token=token)
         yield from page.entries
-        if not page.truncated or not page.next_after:
+        if not page.truncated or not page.next_token:
             return
-        after = page.next_after
+        token = page.next_token
 
 
 def _cat(pool: FilePool, entry: FileEntry, ref: str, as_of: dt.datetime | None) -> None:
@@ -334,16 +334,16 @@ def _ls_rows(
     pool: FilePool, ref: str, prefix: str, recursive: bool, as_of: dt.datetime | None
 ) -> Iterator[dict[str, Any]]:
     """Rows of ``fs ls``, in path order: entries, and (without ``recursive``) the
-    prefixes the ``/`` delimiter rolls paths up into."""
-    after = ""
+    prefixes the ``/`` delimiter rolls paths up into; every page of one commit."""
+    token = None
     while True:
-        page = pool.list(ref, prefix, None if recursive else "/", after, PAGE, as_of)
+        page = pool.list(ref, prefix, None if recursive else "/", "", PAGE, as_of, token=token)
         rows = [_entry_row(e) for e in page.entries]
         rows += [{"type": "prefix", "path": p} for p in page.prefixes]
         yield from sorted(rows, key=lambda r: str(r["path"]))
-        if not page.truncated or not page.next_after:
+        if not page.truncated or not page.next_token:
             return
-        after = page.next_after
+        token = page.next_token
 
 
 def _entry_row(e: FileEntry) -> dict[str, Any]:

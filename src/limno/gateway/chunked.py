@@ -31,6 +31,7 @@ from limno.gateway.checksums import (
 from limno.gateway.headers import HeaderMap, HeadersLike
 from limno.gateway.s3errors import S3Error
 from limno.gateway.sigv4 import EMPTY_SHA256, AuthResult, PayloadMode
+from limno.pools.files.blobs import ThreadedDigest
 
 __all__ = [
     "MAX_LINE",
@@ -75,7 +76,7 @@ class BodyChecks:
         trailer_algorithms: Iterable[str] = (),
     ) -> None:
         self._md5_expected: bytes | None = None
-        self._md5: hashlib._Hash | None = None
+        self._md5: ThreadedDigest[hashlib._Hash] | None = None
         if content_md5 is not None:
             try:
                 self._md5_expected = base64.b64decode(content_md5.strip(), validate=True)
@@ -83,7 +84,7 @@ class BodyChecks:
                 self._md5_expected = b""
             if len(self._md5_expected) != 16:
                 raise S3Error("InvalidDigest")
-            self._md5 = hashlib.md5(usedforsecurity=False)
+            self._md5 = ThreadedDigest(hashlib.md5(usedforsecurity=False))
         self._expected: dict[str, str | None] = {}
         for algorithm, value in (checksums or {}).items():
             self._expected[algorithm.lower()] = self._valid(algorithm.lower(), value)
@@ -91,9 +92,12 @@ class BodyChecks:
             self._expected.setdefault(algorithm.lower(), None)
         if len(self._expected) > 1:
             raise S3Error("InvalidRequest", "Expecting a single x-amz-checksum- header")
-        self._running: dict[str, Checksum] = {a: new_checksum(a) for a in self._expected}
+        # each digest runs in a worker thread of its own, side by side (see ThreadedDigest)
+        self._running: dict[str, ThreadedDigest[Checksum]] = {
+            a: ThreadedDigest(new_checksum(a)) for a in self._expected
+        }
         self._sha_expected = sha256.lower() if sha256 is not None else None
-        self._sha = hashlib.sha256() if sha256 is not None else None
+        self._sha = ThreadedDigest(hashlib.sha256()) if sha256 is not None else None
         self._computed: dict[str, str] = {}
 
     @staticmethod
@@ -153,20 +157,20 @@ class BodyChecks:
 
     def finish(self) -> None:
         """Raise the S3 error of the first digest the body does not match."""
-        if self._sha is not None and not hmac.compare_digest(
-            self._sha.hexdigest(), self._sha_expected or ""
-        ):
+        sha = self._sha.result().hexdigest() if self._sha is not None else None
+        if sha is not None and not hmac.compare_digest(sha, self._sha_expected or ""):
             raise S3Error(
                 "XAmzContentSHA256Mismatch",
                 ClientComputedContentSHA256=self._sha_expected or "",
-                S3ComputedContentSHA256=self._sha.hexdigest(),
+                S3ComputedContentSHA256=sha,
             )
-        if self._md5 is not None and self._md5.digest() != self._md5_expected:
+        md5 = self._md5.result().digest() if self._md5 is not None else None
+        if md5 is not None and md5 != self._md5_expected:
             raise S3Error(
                 "BadDigest",
                 "The Content-MD5 you specified did not match what we received.",
                 ExpectedDigest=base64.b64encode(self._md5_expected or b"").decode("ascii"),
-                CalculatedDigest=base64.b64encode(self._md5.digest()).decode("ascii"),
+                CalculatedDigest=base64.b64encode(md5).decode("ascii"),
             )
         for algorithm, expected in self._expected.items():
             if expected is None:
@@ -174,7 +178,7 @@ class BodyChecks:
                     "MalformedTrailerError",
                     f"The trailer {header_of(algorithm)} announced by x-amz-trailer is missing",
                 )
-            got = self._running[algorithm].b64digest()
+            got = self._running[algorithm].result().b64digest()
             if got != expected:
                 raise S3Error(
                     "BadDigest",

@@ -10,6 +10,8 @@ pool's history goes with it, as dropping a pool always does.
 
 from __future__ import annotations
 
+import re
+
 from limno.errors import NotFoundError
 from limno.gateway.handlers_common import Call, Reply, parse_mtime, xml_reply
 from limno.gateway.operations import Op
@@ -43,9 +45,28 @@ def _bucket_location(call: Call) -> Reply:
     return xml_reply(location_constraint(call.options.region))
 
 
+#: S3's rules for a new bucket's name (general purpose buckets): 3 to 63 lower-case
+#: letters, digits, '.' and '-', starting and ending with a letter or digit, no '..',
+#: not an IPv4 address; a pool name must start with a letter besides
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IPV4 = re.compile(r"\d+\.\d+\.\d+\.\d+")
+
+
+def _check_bucket_name(name: str) -> None:
+    if not _BUCKET_NAME.fullmatch(name) or ".." in name or _IPV4.fullmatch(name):
+        raise S3Error(
+            "InvalidBucketName",
+            f"{name!r}: bucket names are 3 to 63 lower-case letters, digits, '.' and '-',"
+            " starting and ending with a letter or digit",
+            resource=f"/{name}",
+            BucketName=name,
+        )
+
+
 def _create_bucket(call: Call) -> Reply:
     name = call.bucket
     call.check("write", None, "the lake")
+    _check_bucket_name(name)
     parse_create_bucket(call.read_body())  # a region, if any, is the one region there is
     try:
         config = call.lake.registry.find(name)

@@ -15,10 +15,14 @@ ref to read), or, when the gateway serves one branch of every pool
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import datetime as dt
+import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +30,7 @@ import anyio
 import anyio.from_thread
 
 from limno.auth.roles import allowed, check
-from limno.errors import InvalidInputError, NotFoundError
+from limno.errors import InvalidInputError, LimnoError, NotFoundError
 from limno.gateway.chunked import decode_iter, request_body_decoder, stored_content_encoding
 from limno.gateway.s3errors import S3Error
 
@@ -47,6 +51,7 @@ __all__ = [
     "Call",
     "GatewayOptions",
     "Reply",
+    "branch_writes",
     "entry_headers",
     "join_key",
     "parse_mtime",
@@ -185,16 +190,38 @@ def entry_headers(entry: FileEntry) -> list[tuple[str, str]]:
     return out
 
 
+def branch_writes(handler: Callable[[Call], Reply]) -> Callable[[Call], Reply]:
+    """A write handler whose "no such branch" on a tag or commit is AccessDenied
+    (:meth:`Call.read_only_ref`): only branches take writes."""
+
+    @functools.wraps(handler)
+    def wrapped(call: Call) -> Reply:
+        try:
+            return handler(call)
+        except NotFoundError:
+            refused = call.read_only_ref()
+            if refused is None:
+                raise
+            raise refused from None
+
+    return wrapped
+
+
 class BodySource:
     """A request body, pulled by a worker thread from the event loop in batches.
 
-    :meth:`chunks` runs in the handler's thread: each batch is one trip to the loop
-    (``anyio.from_thread.run``), which gathers ``receive()`` messages up to
-    :data:`BODY_BATCH` bytes, so the server reads no faster than the handler writes."""
+    :meth:`chunks` runs in the handler's thread: each batch is gathered by the loop
+    (``receive()`` messages up to :data:`BODY_BATCH` bytes). The next batch is asked
+    for before the current one is handed over, so the loop reads the socket while the
+    handler hashes and writes (one batch ahead: the server still reads no faster than
+    the handler writes, and memory stays bounded by two batches)."""
 
     def __init__(self, receive: Callable[[], Any], timeout: float | None = None) -> None:
         self._receive = receive
         self._timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):  # made in the event loop (the gateway's)
+            self._loop = asyncio.get_running_loop()
         self.done = False
         self.disconnected = False
 
@@ -221,15 +248,33 @@ class BodySource:
                 size += len(body)
             if not message.get("more_body", False):
                 self.done = True
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _ask(self) -> concurrent.futures.Future[bytes] | None:
+        """The next batch, being gathered by the loop (None: the body has ended)."""
+        if self.done:
+            return None
+        if self._loop is None:
+            self._loop = anyio.from_thread.run(_running_loop)
+        return asyncio.run_coroutine_threadsafe(self._pull(), self._loop)
 
     def chunks(self) -> Iterator[bytes]:
-        while not self.done:
-            data = anyio.from_thread.run(self._pull)
-            if self.disconnected:
-                raise S3Error("IncompleteBody", "the client went away before the body ended")
-            if data:
-                yield data
+        pending = self._ask()
+        try:
+            while pending is not None:
+                data = pending.result()
+                pending = self._ask()
+                if self.disconnected:
+                    raise S3Error("IncompleteBody", "the client went away before the body ended")
+                if data:
+                    yield data
+        finally:
+            if pending is not None:  # the handler stopped early: no reader left behind
+                pending.cancel()
+
+
+async def _running_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
 
 
 class Call:
@@ -303,6 +348,32 @@ class Call:
                 ArgumentName="key",
             )
         return found
+
+    def read_only_ref(self, ref: str | None = None) -> S3Error | None:
+        """AccessDenied when ``ref`` (default: the request key's) is a tag or a commit:
+        a write there failed as "no such branch", but the ref exists and is read-only.
+        None when it is a branch or names nothing (the original error stands)."""
+        if ref is None:
+            found = split_key(self.op.key, self.root_branch)
+            if found is None:
+                return None
+            ref = found.ref
+        pool = self.file_pool()
+        if ref in pool.branches():
+            return None
+        if ref in pool.tags():
+            what = "a tag"
+        else:
+            try:
+                commit = pool.resolve(ref)
+            except LimnoError:
+                return None  # no such ref at all
+            what = "a commit" if commit.startswith(ref) else f"a commit ({commit})"
+        return S3Error(
+            "AccessDenied",
+            f"{ref!r} is {what}: refs other than branches are read-only; write to <branch>/<path>",
+            resource=f"/{self.bucket}/{self.op.key or ''}",
+        )
 
     # -- pools and permissions -----------------------------------------------------------
     def file_pool(self, bucket: str | None = None, action: str = "read") -> LocalFilePool:
@@ -391,17 +462,45 @@ class Call:
         return b"".join(parts)
 
     # -- commits --------------------------------------------------------------------------
-    def autocommit(self, pool: LocalFilePool, branch: str, paths: Iterable[str], what: str) -> None:
+    def autocommit(
+        self,
+        pool: LocalFilePool,
+        branch: str,
+        staged: Mapping[str, Mapping[str, Any]],
+        what: str,
+    ) -> None:
         """With ``--s3-autocommit``: commit what this write staged (one commit; nothing
-        when another commit sealed it first, or when nothing changed)."""
-        if not self.options.autocommit:
+        when another commit sealed it first, or when nothing changed).
+
+        All or nothing: when the commit fails (a pre-commit hook vetoes it, the store
+        fails), what this write staged is unstaged before the error is answered, so
+        the branch looks as if the write never came. ``staged`` maps each path to the
+        value this write staged (an entry's value, or the tombstone of a delete); a
+        path staged again since by another write keeps that newer value."""
+        if not self.options.autocommit or not staged:
             return
-        paths = list(paths)
-        if not paths:
-            return
+        paths = list(staged)
         prefix = os.path.commonprefix(paths) or None
         try:
             pool.commit(branch, f"S3 {what}", author=self.author, prefix=prefix)
-        except InvalidInputError:
-            if pool.uncommitted(branch, prefix or ""):
-                raise  # staged changes that could not be committed: say why
+        except InvalidInputError as e:
+            if not pool.uncommitted(branch, prefix or ""):
+                return  # committed meanwhile by another commit
+            self._unstage(pool, branch, staged, e)
+            raise  # staged changes that could not be committed: say why
+        except Exception as e:
+            self._unstage(pool, branch, staged, e)
+            raise
+
+    @staticmethod
+    def _unstage(
+        pool: LocalFilePool,
+        branch: str,
+        staged: Mapping[str, Mapping[str, Any]],
+        error: BaseException,
+    ) -> None:
+        try:
+            pool.take_back(branch, staged)
+        except Exception as e:  # the commit's error is the answer; this one is logged
+            log.error("could not unstage %s after a failed commit (%s)", list(staged), error)
+            log.debug("unstage failure", exc_info=e)

@@ -197,7 +197,7 @@ def _list_v2(call: Call) -> Reply:
     pool, prefix, delimiter, encoding = _listing_args(call)
     token = call.query.get("continuation-token")
     start_after = call.query.get("start-after")
-    after = _untoken(token) if token is not None else (start_after or "")
+    after = _untoken(token) if token else (start_after or "")  # empty: none, as S3
     limit = max_keys(call)
     page = list_page(call, pool, prefix, delimiter, after, limit)
     last = page.last

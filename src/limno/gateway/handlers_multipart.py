@@ -22,6 +22,7 @@ from limno.gateway.handlers_common import (
     Address,
     Call,
     Reply,
+    branch_writes,
     join_key,
     parse_mtime,
     split_key,
@@ -30,6 +31,7 @@ from limno.gateway.handlers_common import (
 )
 from limno.gateway.handlers_list import max_keys
 from limno.gateway.handlers_objects import copy_source_entry
+from limno.gateway.object_extras import PARTS, encode_parts
 from limno.gateway.operations import Op
 from limno.gateway.s3errors import S3Error
 from limno.gateway.s3xml import (
@@ -113,6 +115,7 @@ def _writing(call: Call) -> tuple[LocalFilePool, Address]:
     return call.file_pool(action="write"), address
 
 
+@branch_writes
 @_s3_codes
 def _create(call: Call) -> Reply:
     pool, address = _writing(call)
@@ -181,13 +184,35 @@ def _complete(call: Call) -> Reply:
     upload = _upload_of(call, multipart, address)
     parts = parse_complete_multipart(call.read_body())
     _complete_conditions(call, pool, address)
-    entry = multipart.complete(upload.id, [(p.part_number, p.etag) for p in parts])
-    call.autocommit(pool, address.ref, [address.path], f"CompleteMultipartUpload {call.op.key}")
+    sizes = _part_sizes(multipart, upload.id, [p.part_number for p in parts])
+    entry = multipart.complete(
+        upload.id, [(p.part_number, p.etag) for p in parts], {PARTS: encode_parts(sizes)}
+    )
+    call.autocommit(
+        pool,
+        address.ref,
+        {address.path: entry.to_value()},
+        f"CompleteMultipartUpload {call.op.key}",
+    )
     key = call.op.key or ""
     body = complete_multipart_upload(
         location=f"{call.base_url}/{key}", bucket=call.bucket, key=key, etag=entry.etag
     )
     return xml_reply(body)
+
+
+def _part_sizes(multipart: Multipart, upload_id: str, numbers: list[int]) -> list[int]:
+    """The sizes of the upload's parts ``numbers`` (kept with the object, so that GET
+    ``?partNumber=N`` can serve part N); a missing part is left to ``complete``."""
+    wanted = set(numbers)
+    sizes: dict[int, int] = {}
+    after = 0
+    while True:
+        page, more = multipart.list_parts(upload_id, after, 1000)
+        sizes.update((p.number, p.size) for p in page if p.number in wanted)
+        if not more or not page:
+            return [sizes.get(n, 0) for n in numbers]
+        after = page[-1].number
 
 
 def _complete_conditions(call: Call, pool: LocalFilePool, address: Address) -> None:

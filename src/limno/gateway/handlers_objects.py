@@ -22,12 +22,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote
 
+from limno.core.staging import TOMBSTONE
 from limno.errors import NotFoundError
 from limno.gateway.handlers_common import (
     MAX_OBJECT,
     Address,
     Call,
     Reply,
+    branch_writes,
     entry_headers,
     parse_mtime,
     split_key,
@@ -35,6 +37,14 @@ from limno.gateway.handlers_common import (
     xml_reply,
 )
 from limno.gateway.headers import HeaderMap
+from limno.gateway.object_extras import (
+    checksum_headers,
+    checksum_metadata,
+    kept,
+    part_range,
+    parts_of,
+    sent_checksums,
+)
 from limno.gateway.operations import Op
 from limno.gateway.s3errors import S3Error, from_limno
 from limno.gateway.s3xml import (
@@ -205,25 +215,20 @@ def _version(call: Call) -> None:
         )
 
 
-def _part(call: Call, entry: FileEntry) -> None:
-    """GET/HEAD ``?partNumber=N``: part 1 of an object written in one piece is all of it;
-    the parts of a multipart object are not kept apart once it is complete."""
+def _part(call: Call, entry: FileEntry) -> tuple[int, int, int] | None:
+    """GET/HEAD ``?partNumber=N``: ``(start, end, parts)`` of part N (an object written
+    in one piece is its own part 1); None without the parameter."""
     text = call.query.get("partNumber")
     if text is None:
-        return
+        return None
     number = int(text) if text.isdigit() else 0
     if not 1 <= number <= 10_000:
         raise S3Error("InvalidArgument", "Part number must be an integer between 1 and 10000")
-    parts = entry.etag.rsplit("-", 1)[1] if "-" in entry.etag else "1"
-    if parts != "1":
+    if call.headers.get("range") is not None:
         raise S3Error(
-            "NotImplemented",
-            "reading one part of a multipart object is not implemented: use a Range",
+            "InvalidRequest", "Cannot specify both Range header and partNumber query parameter"
         )
-    if number != 1:
-        raise S3Error(
-            "InvalidPartNumber", "The requested partnumber is not satisfiable", status=416
-        )
+    return part_range(entry, number)
 
 
 def _get_object(call: Call) -> Reply:
@@ -231,14 +236,22 @@ def _get_object(call: Call) -> Reply:
     address = call.address()
     pool = call.file_pool()
     entry = _stat(call, pool, address)
-    _part(call, entry)
+    part = _part(call, entry)
     check_conditions(call.headers, entry)
     headers = entry_headers(entry)
     for param, header in _OVERRIDES.items():
         if param in call.query:
             headers = [(k, v) for k, v in headers if k != header] + [(header, call.query[param])]
-    ranged = parse_range(call.headers.get("range"), entry.size)
+    if part is not None:
+        ranged: tuple[int, int] | None = part[:2]
+        if parts_of(entry) is not None:
+            headers.append(("x-amz-mp-parts-count", str(part[2])))
+    else:
+        ranged = parse_range(call.headers.get("range"), entry.size)
     start, end = ranged if ranged is not None else (0, entry.size)
+    whole = (start, end) == (0, entry.size)
+    if whole and (call.headers.get("x-amz-checksum-mode") or "").upper() == "ENABLED":
+        headers += checksum_headers(entry)  # of the whole object only, as S3
     status = 200
     if ranged is not None:
         status = 206
@@ -284,6 +297,7 @@ def _branch_marker(call: Call) -> bool:
 _EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
 
+@branch_writes
 def _put_object(call: Call) -> Reply:
     if _branch_marker(call):
         pool = call.file_pool(action="write")
@@ -300,12 +314,14 @@ def _put_object(call: Call) -> Reply:
         address.path,
         call.body(),
         content_type=call.headers.get("content-type") or None,
-        metadata=stored_metadata(call.headers),
+        metadata={**stored_metadata(call.headers), **sent_checksums(call.headers)},
         if_match=if_match,
         if_none_match=if_none_match,
         max_size=MAX_OBJECT,
+        # a checksum sent in an aws-chunked trailer is known only once the body ended
+        late_metadata=lambda: checksum_metadata(call.checksums),
     )
-    call.autocommit(pool, address.ref, [address.path], f"PutObject {call.op.key}")
+    call.autocommit(pool, address.ref, {address.path: entry.to_value()}, f"PutObject {call.op.key}")
     return Reply(200, [("etag", quote_etag(entry.etag)), *call.checksums.items()])
 
 
@@ -344,6 +360,7 @@ def copy_source_entry(call: Call) -> tuple[LocalFilePool, Address, FileEntry, st
     return pool, address, entry, bucket, key
 
 
+@branch_writes
 def _copy_object(call: Call) -> Reply:
     target = call.write_address()
     pool = call.file_pool(action="write")
@@ -358,7 +375,9 @@ def _copy_object(call: Call) -> Reply:
             " without changing the object's metadata, storage class, website redirect"
             " location or encryption attributes.",
         )
-    metadata = stored_metadata(call.headers) if directive == "REPLACE" else None
+    metadata = None
+    if directive == "REPLACE":
+        metadata = {**kept(entry), **stored_metadata(call.headers)}
     content_type = None
     if directive == "REPLACE":
         content_type = call.headers.get("content-type") or DEFAULT_CONTENT_TYPE
@@ -383,7 +402,7 @@ def _copy_object(call: Call) -> Reply:
             metadata=entry.metadata if metadata is None else metadata,
             max_size=MAX_OBJECT,
         )
-    call.autocommit(pool, target.ref, [target.path], f"CopyObject {call.op.key}")
+    call.autocommit(pool, target.ref, {target.path: made.to_value()}, f"CopyObject {call.op.key}")
     return xml_reply(copy_object_result(made.etag, parse_mtime(made.mtime)))
 
 
@@ -399,6 +418,7 @@ def _check_target(pool: LocalFilePool, target: Address, if_match: str | None, no
         raise S3Error("PreconditionFailed", Condition="If-Match")
 
 
+@branch_writes
 def _delete_object(call: Call) -> Reply:
     _version(call)
     if _branch_marker(call):
@@ -407,7 +427,7 @@ def _delete_object(call: Call) -> Reply:
     address = call.write_address()
     pool = call.file_pool(action="write")
     if pool.remove(address.ref, [address.path]):
-        call.autocommit(pool, address.ref, [address.path], f"DeleteObject {call.op.key}")
+        call.autocommit(pool, address.ref, {address.path: TOMBSTONE}, f"DeleteObject {call.op.key}")
     return Reply(204)
 
 
@@ -431,9 +451,17 @@ def _delete_objects(call: Call) -> Reply:
         try:
             removed = pool.remove(branch, [path for _, path, _ in items])
             if removed:
-                call.autocommit(pool, branch, removed, f"DeleteObjects ({len(removed)} keys)")
+                call.autocommit(
+                    pool,
+                    branch,
+                    dict.fromkeys(removed, TOMBSTONE),
+                    f"DeleteObjects ({len(removed)} keys)",
+                )
         except Exception as e:
-            error = from_limno(e, bucket=call.bucket, key=items[0][0], op="DeleteObjects")
+            refused = call.read_only_ref(branch) if isinstance(e, NotFoundError) else None
+            error = refused or from_limno(
+                e, bucket=call.bucket, key=items[0][0], op="DeleteObjects"
+            )
             errors += [DeleteErrorEntry(key, error.code, error.message) for key, _, _ in items]
         else:
             deleted += [DeletedEntry(key, version) for key, _, version in items]

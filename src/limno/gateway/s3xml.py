@@ -257,11 +257,14 @@ def list_objects_v1(
     next_marker: str | None = None,
     encoding_type: str | None = None,
 ) -> bytes:
-    """ListObjects (v1). Objects carry their Owner, as v1 always does."""
+    """ListObjects (v1). Objects carry their Owner, as v1 always does. With
+    ``encoding-type=url`` the Prefix stays as sent: S3's v1 answer encodes the keys,
+    markers and delimiter only (botocore decodes just those, and boto3 sets url
+    encoding on every ListObjects call)."""
     url = check_encoding_type(encoding_type)
     parts = [
         _el("Name", bucket),
-        _el("Prefix", _enc(prefix, url)),
+        _el("Prefix", prefix),
         _el("Marker", _enc(marker, url)),
     ]
     if next_marker is not None:

@@ -180,7 +180,7 @@ def verify_sigv2(
     amz_date = hm.get("x-amz-date")
     date_text = amz_date if amz_date is not None else hm.get("date")
     when = parse_http_date(date_text) if date_text is not None else None
-    if when is None:
+    if when is None or when.year < 1970:  # before the epoch: no valid date, as S3 says
         raise S3Error(
             "AccessDenied", "AWS authentication requires a valid Date or x-amz-date header"
         )

@@ -248,9 +248,15 @@ def _check_signature(
     """Compare ``provided`` with the signature of each canonical form; the signing key."""
     key = signing_key(secret, scope.date, scope.region)
     head = _canonical_headers(headers, signed_headers)
+    heads = [head]
+    # a header value sent as UTF-8 bytes (botocore sends non-ASCII metadata so) is
+    # signed as that text; ``headers`` hold the wire bytes as latin-1
+    recoded = _utf8_text(head)
+    if recoded is not None and recoded != head:
+        heads.append(recoded)
     first: tuple[str, str] | None = None
-    forms = [(p, q) for p in _canonical_paths(raw_path) for q in queries]
-    for path, query in forms:
+    forms = [(p, q, h) for h in heads for p in _canonical_paths(raw_path) for q in queries]
+    for path, query, head in forms:
         canonical = "\n".join([method, path, query, head, ";".join(signed_headers), payload_hash])
         string_to_sign = "\n".join([ALGORITHM, amz_date, scope.text, _sha256_hex(canonical)])
         expected = hmac.new(key, string_to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -265,6 +271,14 @@ def _check_signature(
         SignatureProvided=provided,
         CanonicalRequest=first[0],
     )
+
+
+def _utf8_text(latin1: str) -> str | None:
+    """The text whose UTF-8 bytes are ``latin1``'s characters (None: no such text)."""
+    try:
+        return latin1.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return None
 
 
 def _secret(secret_for: SecretFor, key: str) -> str:
@@ -317,10 +331,22 @@ def _request_time(hm: HeaderMap) -> tuple[str, datetime]:
         raise bad
     from limno.gateway.s3xml import parse_http_date
 
-    when = parse_http_date(date)
+    when = parse_http_date(date) or _rfc2822_date(date)
     if when is None:
         raise bad
     return when.strftime("%Y%m%dT%H%M%SZ"), when
+
+
+def _rfc2822_date(text: str) -> datetime | None:
+    """A Date in RFC 2822's form with a numeric zone (``... 02:48:11 -0000``, what
+    botocore's own SigV4 signer writes when the request has a Date header)."""
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _check_skew(when: datetime, now: datetime) -> None:

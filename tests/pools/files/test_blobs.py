@@ -181,10 +181,12 @@ def test_read_imported_local_file(store: Storage, tmp_path: Path) -> None:
         _read(store, entry)
 
 
+#: a memory store is no import source (each name is another store): not parametrized
+@pytest.mark.parametrize(
+    "store_uri", ["local", pytest.param("s3", marks=pytest.mark.s3)], indirect=True
+)
 def test_read_imported_from_store(store: Storage, store_uri: str) -> None:
     """An imported object is read from its own store (here: the same backend)."""
-    if store_uri.startswith("memory://"):
-        pytest.skip("a memory store is no import source: each name is another store")
     data = _payload(2500)
     store.put("elsewhere/dir/obj.bin", data)
     base = store_uri if "://" in store_uri else Path(store_uri).as_uri()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -334,28 +334,44 @@ def test_upload_part_copy_ranges(pool: FilePool, m: Multipart) -> None:
 
 # -- abandoned uploads ----------------------------------------------------------------------
 def test_expire_uploads(pool: FilePool, m: Multipart) -> None:
-    old = m.create("main", "old")
-    m.upload_part(old, 1, b"old part")
-    record = f"{pool.id}/multipart/{old}/upload.json"
-    doc = json.loads(pool.storage.get(record))
-    doc["initiated"] = "2020-01-01T00:00:00.000Z"  # abandoned long ago
-    pool.storage.put(record, json.dumps(doc).encode())
-    young = m.create("main", "young")
-    m.upload_part(young, 1, b"young part")
-    # the leftovers of a completion cut short after it removed the upload's record
+    """Uploads idle for longer than the expiry go (an upload's age is its newest file's),
+    with the leftovers of a completion cut short after it removed the upload's record."""
+    first = m.create("main", "first")
+    m.upload_part(first, 1, b"first part")
+    second = m.create("main", "second")
+    m.upload_part(second, 1, b"second part")
     done = m.create("main", "done")
     m.upload_part(done, 1, b"left over")
     pool.storage.delete(f"{pool.id}/multipart/{done}/upload.json")
 
-    assert sorted(expire_uploads(pool)) == sorted([old, done])
-    assert [u.id for u in m.uploads()[0]] == [young]
-    assert m.list_parts(young)[0][0].etag == md5(b"young part")
+    assert expire_uploads(pool) == []  # none idle for 7 days
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
     assert expire_uploads(pool, dt.timedelta(days=2), now=later) == []
-    assert expire_uploads(pool, dt.timedelta(hours=1), now=later) == [young]
+    assert sorted(expire_uploads(pool, dt.timedelta(hours=1), now=later)) == sorted(
+        [first, second, done]
+    )
     assert upload_files(pool) == []
     assert m.uploads() == ([], False)
-    assert expire_uploads(pool) == []
+    assert expire_uploads(pool, dt.timedelta(0)) == []
+
+
+def test_an_upload_in_use_is_not_idle(pool: FilePool, m: Multipart) -> None:
+    """A part uploaded makes the upload young again, and a part still arriving (its
+    lease) keeps it however idle its files look."""
+    uid = m.create("main", "x")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=2)
+    record = f"{pool.id}/multipart/{uid}/upload.json"
+    assert pool.storage.exists(record)
+
+    def parts() -> Iterator[bytes]:
+        yield b"first half, "
+        # the part is arriving: an expiry now, however late, keeps the upload
+        assert mp.expired_uploads(pool, dt.timedelta(hours=1), now=later) == []
+        yield b"second half"
+
+    part = m.upload_part(uid, 1, parts())
+    assert m.list_parts(uid)[0] == [part]
+    assert [e.id for e in mp.expired_uploads(pool, dt.timedelta(hours=1), now=later)] == [uid]
 
 
 def test_expire_keeps_recent_uploads(pool: FilePool, m: Multipart) -> None:

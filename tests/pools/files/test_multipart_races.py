@@ -160,11 +160,13 @@ for n in {numbers!r}:
 """
 
 
+#: a memory store lives in one process: not parametrized
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "store_uri", ["local", pytest.param("s3", marks=pytest.mark.s3)], indirect=True
+)
 def test_processes_upload_parts_of_one_upload(pool: FilePool, store_uri: str) -> None:
     """Three processes upload parts 1..12 (each also part 13, racing) of one upload."""
-    if store_uri.startswith("memory://"):
-        pytest.skip("a memory store lives in one process")
     m = Multipart(pool)
     uid = m.create("main", "proc")
     tests = str(Path(__file__).parent)

@@ -14,15 +14,17 @@ vacuum running meanwhile does not free a blob before an entry refers to it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Generic, Protocol, TypeVar, cast
 
 from limno.errors import CorruptError, InvalidInputError, NotFoundError
 from limno.ksuid import ksuid
@@ -31,10 +33,13 @@ from limno.storage import Storage, open_storage
 if TYPE_CHECKING:
     from limno.pools.files.entries import FileEntry
 
+_D = TypeVar("_D", bound="_Updatable")
+
 __all__ = [
     "BLOB_DIR",
     "Blob",
     "BlobWriter",
+    "ThreadedDigest",
     "blob_path",
     "delete_blob",
     "read_blob",
@@ -68,6 +73,58 @@ def _new_md5() -> hashlib._Hash:
     return hashlib.md5(usedforsecurity=False)
 
 
+#: chunks at least this large are hashed in a worker thread (hashlib and zlib let go
+#: of the GIL over large buffers, so the hashing overlaps the caller's own work)
+THREADED_HASH = 1 << 16
+_hashers: concurrent.futures.ThreadPoolExecutor | None = None
+_hashers_lock = threading.Lock()
+
+
+def _hash_threads() -> concurrent.futures.ThreadPoolExecutor:
+    global _hashers
+    with _hashers_lock:
+        if _hashers is None:
+            _hashers = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="limno-hash")
+        return _hashers
+
+
+class _Updatable(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
+class ThreadedDigest(Generic[_D]):
+    """A running digest (anything with ``update``) fed in order, large chunks in a
+    worker thread: :meth:`update` returns once the previous chunk is hashed, so
+    hashing chunk n overlaps what the caller does with chunk n + 1 (receiving,
+    checking, writing it), and several digests of one stream run side by side.
+    :meth:`result` waits for the last chunk and gives the digest back."""
+
+    def __init__(self, digest: _D) -> None:
+        self._digest = digest
+        self._pending: concurrent.futures.Future[None] | None = None
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self._wait()
+        if not isinstance(data, bytes) and not (
+            isinstance(data, memoryview) and isinstance(data.obj, bytes)
+        ):
+            data = bytes(data)  # the caller may reuse a mutable buffer once we return
+        piece = cast(bytes, data)  # bytes, or a view of bytes: every digest takes buffers
+        if len(piece) < THREADED_HASH:
+            self._digest.update(piece)
+        else:
+            self._pending = _hash_threads().submit(self._digest.update, piece)
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def result(self) -> _D:
+        self._wait()
+        return self._digest
+
+
 class BlobWriter:
     """One blob being written: :meth:`write` chunks (or :meth:`append_file`), then
     :meth:`publish`. Used as a context manager, leaving the block without publishing
@@ -92,7 +149,7 @@ class BlobWriter:
         self.path = blob_path(pool_id, self.id) if at is None else f"{at}/{self.id}"
         self.max_size = max_size
         self.size = 0
-        self._md5 = _new_md5() if hashed else None
+        self._md5 = ThreadedDigest(_new_md5()) if hashed else None
         self._local = storage.staging_file(self.path)  # on the store's filesystem, or None
         self._tmp: str | None = self._local
         self._file: BinaryIO | None = open(self._local, "wb") if self._local else None  # noqa: SIM115
@@ -196,7 +253,7 @@ class BlobWriter:
             self._done = False
             self.discard()
             raise
-        md5 = self._md5.hexdigest() if self._md5 is not None else ""
+        md5 = self._md5.result().hexdigest() if self._md5 is not None else ""
         return Blob(self.id, self.size, md5)
 
     def discard(self) -> None:

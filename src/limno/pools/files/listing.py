@@ -8,11 +8,26 @@ metarange and reads ranges only as the walk goes on, so a page of a listing cost
 ranges it returns whatever the size of the pool. Rolling paths up into common prefixes
 (``/`` delimiter) seeks past each prefix instead of reading what is under it, as S3's
 ListObjects does.
+
+Pages and commits: a page names the commit it read (:attr:`Listing.commit`) and, when
+truncated, a :attr:`Listing.next_token` holding that commit, the marker and the
+listing's ref, prefix and delimiter. A page asked for with that token reads the same
+commit, so the pages of one listing never mix two commits: a tag, a commit id, ``~N``
+or ``--as-of`` go on at the pinned commit whatever moved since; a branch whose head
+moved since the first page fails with a ConflictError (the staged changes it showed
+are then partly committed, and no earlier state of them is kept to go on from).
+Staged changes are read-after-write: each page of a branch shows its staged changes
+as they are when that page is read, so a path staged or removed between two pages
+shows (or is gone) in a later page exactly when it sorts after the previous page's
+marker. A bare ``start_after`` (S3's marker) pins nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +40,7 @@ from limno.pools.files.paths import prefix_end
 if TYPE_CHECKING:
     from limno.core.committed import Snapshots
 
-__all__ = ["Cursor", "Listing", "list_page"]
+__all__ = ["Cursor", "Listing", "ListingToken", "list_page"]
 
 Value = Mapping[str, Any]
 
@@ -40,6 +55,53 @@ class Listing:
     prefixes: list[str]
     truncated: bool
     next_after: str | None
+    #: the commit the page read (None: not known, from an older server)
+    commit: str | None = None
+    #: when truncated, what asks for the next page of the same commit (see the module
+    #: docstring): opaque
+    next_token: str | None = None
+
+
+_TOKEN_FORM = "l1."
+
+
+@dataclass(frozen=True)
+class ListingToken:
+    """What a :attr:`Listing.next_token` holds: the commit the listing reads, the marker
+    of the next page, and the listing it continues (a token of another is refused)."""
+
+    commit: str
+    after: str
+    ref: str
+    prefix: str
+    delimiter: str
+
+    def encode(self) -> str:
+        doc = [self.commit, self.after, self.ref, self.prefix, self.delimiter]
+        raw = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+        return _TOKEN_FORM + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str, ref: str, prefix: str, delimiter: str) -> ListingToken:
+        """The token of a listing of ``ref``, ``prefix`` and ``delimiter``;
+        InvalidInputError for anything else."""
+        try:
+            if not token.startswith(_TOKEN_FORM):
+                raise ValueError("unknown form")
+            body = token[len(_TOKEN_FORM) :]
+            doc = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            if not (isinstance(doc, list) and len(doc) == 5):
+                raise ValueError("not a listing token")
+            if not all(isinstance(x, str) for x in doc):
+                raise ValueError("not a listing token")
+            parsed = cls(*doc)
+        except (ValueError, binascii.Error):
+            raise InvalidInputError("not a listing token (pass a page's next_token)") from None
+        if (parsed.ref, parsed.prefix, parsed.delimiter) != (ref, prefix, delimiter):
+            raise InvalidInputError(
+                "this listing token continues another listing (its ref, prefix or delimiter differ)"
+            )
+        return parsed
 
 
 class Cursor:

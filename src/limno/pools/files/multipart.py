@@ -21,7 +21,10 @@ blob was written, and only then removes the upload: a completion cut short leave
 upload as it was (and at most an unreferenced blob, which vacuum frees), never a
 partial object. A second completion of the same upload finds no upload.
 
-Abandoned uploads are freed by :func:`expire_uploads` (the file pool's vacuum calls it).
+Abandoned uploads (idle: no file of theirs written for a while) are freed by
+:func:`expired_uploads`, which the file pool's vacuum calls with its grace period. A
+part upload or a completion holds a lease naming its upload while it writes, so an
+upload is never expired under a live writer, however slowly its bytes arrive.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 from limno.errors import InvalidInputError, LimnoError, MultipartError, NotFoundError
 from limno.ksuid import is_ksuid, ksuid
-from limno.pools.files.blobs import CHUNK, Blob, BlobWriter, delete_blob, read_blob
+from limno.pools.files.blobs import CHUNK, Blob, BlobWriter, read_blob
 from limno.pools.files.entries import DEFAULT_CONTENT_TYPE, FileEntry, now_mtime
 from limno.pools.files.paths import validate_path, validate_prefix
 
@@ -53,10 +56,12 @@ __all__ = [
     "MAX_PART_SIZE",
     "MIN_PART_SIZE",
     "UPLOAD_DIR",
+    "ExpiredUpload",
     "Multipart",
     "Part",
     "Upload",
     "expire_uploads",
+    "expired_uploads",
     "multipart_etag",
 ]
 
@@ -65,9 +70,11 @@ UPLOAD_DIR = "multipart"
 MAX_PARTS = 10_000
 MIN_PART_SIZE = 5 << 20
 MAX_PART_SIZE = 5 << 30
-#: uploads older than this are abandoned: vacuum frees them
+#: :func:`expire_uploads`' default idle time (a file pool's vacuum uses its grace period)
 DEFAULT_EXPIRY = dt.timedelta(days=7)
 
+#: the op of the lease a part upload or a completion holds: ``multipart <upload-id>``
+_LEASE_OP = "multipart "
 _PART = re.compile(r"part-(\d{5})\.json")
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -249,13 +256,20 @@ class Multipart:
     ) -> Part:
         """Store part ``number`` (replacing an earlier one of that number)."""
         _check_number(number)
-        self.upload(upload_id)
-        with BlobWriter(
-            self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
-        ) as writer:
-            writer.write_from(data)
-            blob = writer.publish()
-        return self._record(upload_id, number, blob)
+        with self._busy(upload_id):
+            self.upload(upload_id)
+            with BlobWriter(
+                self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
+            ) as writer:
+                writer.write_from(data)
+                blob = writer.publish()
+            return self._record(upload_id, number, blob)
+
+    def _busy(self, upload_id: str) -> contextlib.AbstractContextManager[object]:
+        """A lease saying "this upload is being written": expiry keeps it meanwhile,
+        however long a part takes to arrive (see :func:`expired_uploads`)."""
+        self._dir(upload_id)  # a well-formed id, or no-upload
+        return self.pool.versioned.gc.leases.hold(_LEASE_OP + upload_id)
 
     def upload_part_copy(
         self,
@@ -269,21 +283,22 @@ class Multipart:
         """Store bytes ``[start, end)`` of ``src_path`` at ``src_ref`` (any ref; default:
         the whole file) as part ``number``. A range must lie within the file."""
         _check_number(number)
-        self.upload(upload_id)
-        entry = self.pool.stat(src_path, src_ref)
-        lo = 0 if start is None else start
-        hi = entry.size if end is None else end
-        if lo < 0 or hi > entry.size or (lo >= hi and (start is not None or end is not None)):
-            raise InvalidInputError(
-                f"range [{lo}, {hi}) is not within {src_path!r} ({entry.size} bytes)"
-            )
-        with BlobWriter(
-            self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
-        ) as writer:
-            for piece in read_blob(self.storage, self.pool.id, entry, lo, hi, CHUNK * 8):
-                writer.write(piece)
-            blob = writer.publish()
-        return self._record(upload_id, number, blob)
+        with self._busy(upload_id):
+            self.upload(upload_id)
+            entry = self.pool.stat(src_path, src_ref)
+            lo = 0 if start is None else start
+            hi = entry.size if end is None else end
+            if lo < 0 or hi > entry.size or (lo >= hi and (start is not None or end is not None)):
+                raise InvalidInputError(
+                    f"range [{lo}, {hi}) is not within {src_path!r} ({entry.size} bytes)"
+                )
+            with BlobWriter(
+                self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
+            ) as writer:
+                for piece in read_blob(self.storage, self.pool.id, entry, lo, hi, CHUNK * 8):
+                    writer.write(piece)
+                blob = writer.publish()
+            return self._record(upload_id, number, blob)
 
     def _record(self, upload_id: str, number: int, blob: Blob) -> Part:
         part = Part(number, blob.md5, blob.size, now_mtime())
@@ -339,11 +354,17 @@ class Multipart:
         return parts, len(numbers) > limit
 
     # -- completing --------------------------------------------------------------------
-    def complete(self, upload_id: str, parts: Sequence[tuple[int, str]]) -> FileEntry:
+    def complete(
+        self,
+        upload_id: str,
+        parts: Sequence[tuple[int, str]],
+        metadata: Mapping[str, str] | None = None,
+    ) -> FileEntry:
         """Make the listed parts (number, ETag), in that order, one object staged on the
         upload's branch, and end the upload. MultipartError with S3's reason when a part
         is missing or has another ETag, the list is not ascending, or a part but the
-        last is under 5 MiB."""
+        last is under 5 MiB. ``metadata`` is added to the upload's (the S3 gateway's
+        part sizes), staged with the object in its one stage."""
         up = self.upload(upload_id)
         if not parts:
             raise InvalidInputError("a multipart upload completes with at least one part")
@@ -377,7 +398,7 @@ class Multipart:
                 )
         docs = [d for d in records if d is not None]
         self.pool.versioned.writable_head(up.branch)
-        with self.pool.versioned.writing("multipart") as since:
+        with self.pool.versioned.writing(_LEASE_OP + upload_id) as since:
             blob = self._concatenate(upload_id, docs)
             entry = FileEntry(
                 path=up.path,
@@ -385,14 +406,13 @@ class Multipart:
                 etag=multipart_etag([d["etag"] for d in docs]),
                 content_type=up.content_type,
                 mtime=now_mtime(),
-                metadata=dict(up.metadata),
+                metadata={**up.metadata, **(metadata or {})},
                 object=blob.id,
             )
-            try:
-                staged = self.pool.stage_entry(up.branch, entry, since)
-            except BaseException:
-                delete_blob(self.storage, self.pool.id, blob.id)  # nothing refers to it
-                raise
+            # a failed stage may still have landed (a lost reply) or be read meanwhile:
+            # the blob stays for vacuum, which frees it past the grace period if no
+            # staging entry names it (files_contract.md, E1's change)
+            staged = self.pool.stage_entry(up.branch, entry, since)
         self._remove(upload_id)
         return staged
 
@@ -422,31 +442,63 @@ class Multipart:
             return writer.publish()
 
 
-def expire_uploads(
-    pool: _Pool, older_than: dt.timedelta = DEFAULT_EXPIRY, now: dt.datetime | None = None
-) -> list[str]:
-    """Free the uploads initiated more than ``older_than`` ago (abandoned: S3 leaves this
-    to a lifecycle rule; a file pool's vacuum does it) and the leftovers of completed or
-    aborted ones; the ids of the uploads removed."""
+@dataclass(frozen=True)
+class ExpiredUpload:
+    """An upload :func:`expired_uploads` freed (or would free): its id, its directory
+    and the bytes it held."""
+
+    id: str
+    path: str
+    size: int
+
+
+def _busy_uploads(pool: _Pool) -> set[str]:
+    """The uploads a live process is writing a part of, or completing, right now."""
+    return {
+        lease.op.removeprefix(_LEASE_OP)
+        for lease in pool.versioned.gc.leases.scan()
+        if lease.live and lease.op.startswith(_LEASE_OP)
+    }
+
+
+def expired_uploads(
+    pool: _Pool,
+    older_than: dt.timedelta = DEFAULT_EXPIRY,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+) -> list[ExpiredUpload]:
+    """Free the uploads idle for more than ``older_than`` (abandoned: S3 leaves this to a
+    lifecycle rule; a file pool's vacuum does it, with its grace period) and the leftovers
+    of completed or aborted ones, once as old; with ``dry_run`` only say which.
+
+    An upload's age is that of its newest file (its record, a part, a part being
+    written), so an upload whose client keeps sending parts is never idle, and one
+    whose part or completion is being written by a live process (its lease) is kept
+    however long that takes."""
     storage = pool.storage
     cutoff = (now or dt.datetime.now(dt.UTC)) - older_than
     top = f"{pool.id}/{UPLOAD_DIR}"
+    prefixes = storage.list(top, delimiter="/").prefixes
+    busy = _busy_uploads(pool) if prefixes else set()
     removed = []
-    for prefix in storage.list(top, delimiter="/").prefixes:
+    for prefix in prefixes:
         upload_id = prefix.rstrip("/").rsplit("/", 1)[-1]
         base = f"{top}/{upload_id}"
-        try:
-            doc = json.loads(storage.get(f"{base}/upload.json"))
-        except NotFoundError:
-            doc = None  # what a completion or abort cut short left behind
-        if doc is not None:
-            initiated = dt.datetime.fromisoformat(doc["initiated"].replace("Z", "+00:00"))
-            if initiated >= cutoff:
-                continue
-            storage.delete(f"{base}/upload.json")
-        _remove_tree(storage, base)
-        removed.append(upload_id)
+        files = [*storage.walk(base), *storage.list_partial(base)]
+        if upload_id in busy or any(info.last_modified > cutoff for info in files):
+            continue
+        removed.append(ExpiredUpload(upload_id, f"{base}/", sum(i.size for i in files)))
+        if not dry_run:
+            storage.delete(f"{base}/upload.json")  # first: the upload is gone from then on
+            _remove_tree(storage, base)
     return removed
+
+
+def expire_uploads(
+    pool: _Pool, older_than: dt.timedelta = DEFAULT_EXPIRY, now: dt.datetime | None = None
+) -> list[str]:
+    """The ids of the uploads :func:`expired_uploads` freed."""
+    return [e.id for e in expired_uploads(pool, older_than, now)]
 
 
 def _remove_tree(storage: Storage, base: str) -> None:

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from limno.core.commits import Commit
+from limno.core.refs import Resolved
 from limno.core.staging import TOMBSTONE, is_tombstone
 from limno.core.versioning import Versioned
 from limno.errors import (
+    ConflictError,
     InvalidInputError,
     LimnoError,
     NotFoundError,
@@ -43,14 +46,13 @@ from limno.pools.files.entries import (
     now_mtime,
     user_metadata,
 )
-from limno.pools.files.listing import Cursor, Listing, iter_entries, list_page
+from limno.pools.files.listing import Cursor, Listing, ListingToken, iter_entries, list_page
 from limno.pools.files.paths import validate_path, validate_prefix
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, vacuum
 from limno.storage import Storage
 
 if TYPE_CHECKING:
-    from limno.core.refs import Resolved
     from limno.faults import Fault
 
 __all__ = ["FileChange", "FileEntry", "FilePool", "Listing"]
@@ -137,6 +139,7 @@ class FilePool(Branching):
         if_match: str | None = None,
         if_none_match: bool = False,
         max_size: int | None = None,
+        late_metadata: Callable[[], Mapping[str, str]] | None = None,
     ) -> FileEntry:
         """Write ``data`` as ``path`` on ``branch``'s staging area (read-after-write there).
 
@@ -144,7 +147,10 @@ class FilePool(Branching):
         path must not exist; both raise PreconditionFailedError, checked before any
         byte is written and again before the entry is staged (two requests apart: the
         store has no transaction spanning them). ``max_size``: more bytes than this is
-        InvalidInputError, and nothing is kept.
+        InvalidInputError, and nothing is kept. ``late_metadata``: more metadata known
+        only once ``data`` has ended (the S3 gateway's trailer checksums), asked for
+        after the last byte and staged with the entry, in its one stage (a second stage
+        could undo a newer write of the path: a staging entry has no compare-and-swap).
         """
         validate_path(path)
         meta = user_metadata(metadata)
@@ -152,6 +158,12 @@ class FilePool(Branching):
         self._preconditions(branch, path, if_match, if_none_match)
         with self.versioned.writing("put") as since:
             blob = blobs.write_blob(self.storage, self.id, data, max_size=max_size)
+            if late_metadata is not None:
+                try:
+                    meta.update(user_metadata(late_metadata()))
+                except BaseException:
+                    blobs.delete_blob(self.storage, self.id, blob.id)  # named by nothing
+                    raise
             return self._stage_blob(
                 branch, path, blob, content_type, meta, since, if_match, if_none_match
             )
@@ -360,6 +372,13 @@ class FilePool(Branching):
         self.versioned.unstage(branch, docs, expect={k: d[0] for k, d in docs.items()})
         return len(docs)
 
+    def take_back(self, branch: str, staged: Mapping[str, Mapping[str, Any]]) -> None:
+        """Unstage the paths of ``staged`` (path -> the value a write staged: an entry's,
+        or a delete's tombstone) whose staged value is still that one: a write whose
+        commit failed is taken back, a newer write of a path stays (best effort: see
+        :meth:`~limno.core.staging.Staging.unstage`)."""
+        self.versioned.unstage(branch, list(staged), expect=staged)
+
     def import_from(
         self,
         source: str,
@@ -374,12 +393,10 @@ class FilePool(Branching):
         return import_objects(self, source, branch, prefix, message, author)
 
     # -- reading ---------------------------------------------------------------------
-    def _view(self, ref: str | None, as_of: dt.datetime | None) -> tuple[Resolved, str]:
-        resolved = self.versioned.resolve(ref, as_of)
-        return resolved, self.versioned.commits.get(resolved.commit).snapshot
-
-    def _cursor(self, ref: str | None, as_of: dt.datetime | None, prefix: str) -> Cursor:
-        resolved, snapshot = self._view(ref, as_of)
+    def _cursor(self, resolved: Resolved, prefix: str) -> Cursor:
+        """The view of ``resolved``: its commit's snapshot, and on a branch its staged
+        changes under ``prefix`` (read now)."""
+        snapshot = self.versioned.commits.get(resolved.commit).snapshot
         staged = None
         if resolved.branch is not None:
             staged = {k: d[0] for k, d in self._docs(resolved.branch, prefix).items()}
@@ -445,11 +462,35 @@ class FilePool(Branching):
         start_after: str = "",
         limit: int = 1000,
         as_of: dt.datetime | None = None,
+        *,
+        token: str | None = None,
     ) -> Listing:
         """One page of the paths under ``prefix`` after ``start_after``, in path order
-        (see :func:`~limno.pools.files.listing.list_page`)."""
+        (see :func:`~limno.pools.files.listing.list_page`). ``token``, a previous page's
+        ``next_token``, asks for the next page of the same commit instead (ConflictError
+        if ``ref`` is a branch whose head moved since: see :mod:`~limno.pools.files.listing`
+        for why, and the read-after-write rule of staged changes)."""
         validate_prefix(prefix)
-        return list_page(self._cursor(ref, as_of, prefix), prefix, delimiter, start_after, limit)
+        delimiter = delimiter or None
+        resolved = self.versioned.resolve(ref, as_of)
+        if token is not None:
+            pinned = ListingToken.decode(token, ref or "", prefix, delimiter or "")
+            start_after = pinned.after
+            if pinned.commit != resolved.commit:
+                if resolved.branch is not None:
+                    raise ConflictError(
+                        f"{self.name}@{resolved.branch} moved from commit {pinned.commit} to"
+                        f" {resolved.commit} since this listing began: list it again (or list"
+                        f" {self.name}@{pinned.commit}, which does not move)"
+                    )
+                resolved = Resolved(self.versioned.commits.get(pinned.commit).id)
+        page = list_page(self._cursor(resolved, prefix), prefix, delimiter, start_after, limit)
+        next_token = None
+        if page.truncated and page.next_after is not None:
+            next_token = ListingToken(
+                resolved.commit, page.next_after, ref or "", prefix, delimiter or ""
+            ).encode()
+        return dataclasses.replace(page, commit=resolved.commit, next_token=next_token)
 
     def iter_list(
         self, ref: str | None = None, prefix: str = "", as_of: dt.datetime | None = None
@@ -457,7 +498,7 @@ class FilePool(Branching):
         """Every entry under ``prefix``, in path order, streamed (ranges are read as the
         caller goes)."""
         validate_prefix(prefix)
-        return iter_entries(self._cursor(ref, as_of, prefix), prefix)
+        return iter_entries(self._cursor(self.versioned.resolve(ref, as_of), prefix), prefix)
 
     def diff_paths(
         self, old_ref: str, new_ref: str | None = None, prefix: str = ""
@@ -492,14 +533,19 @@ class FilePool(Branching):
         retention: Retention = None,
     ) -> VacuumReport:
         """Free the blobs no branch, tag, staging area, retained commit or write in flight
-        names, past the grace period. Imported objects are never touched: they are not
-        under the pool's ``data/``, and no entry names them as a blob."""
+        names, past the grace period, and the multipart uploads idle for longer than it
+        (abandoned; each reported as its directory and the bytes of its parts). Imported
+        objects are never touched: they are not under the pool's ``data/``, and no entry
+        names them as a blob. A completed upload's blob is under ``data/`` like any other."""
+        from limno.pools.files.multipart import expired_uploads
+
         grace = DEFAULT_GRACE if grace is None else grace
         if retention is None:
             retention = self.retention()
-        # TODO(multipart): parts under <pool-id>/multipart/ are the multipart module's to
-        # expire (an abandoned upload); its completed blobs are under data/ and count here
-        return vacuum(self.versioned, f"{self.id}/{blobs.BLOB_DIR}", grace, dry_run, retention)
+        report = vacuum(self.versioned, f"{self.id}/{blobs.BLOB_DIR}", grace, dry_run, retention)
+        expired = expired_uploads(self, grace, dry_run=dry_run)
+        report.removed += [(e.path, e.size) for e in expired]
+        return report
 
     def retention(self) -> dict[str, dt.timedelta] | None:
         """The pool's configured retention windows by branch glob (None: keep all)."""

@@ -330,14 +330,22 @@ def list_files(
     after: str = "",
     limit: int = MAX_PAGE,
     as_of: str | None = None,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """Entries (and, with ``delimiter``, common prefixes) under ``prefix`` after
     ``after``, at most ``limit`` (up to :data:`MAX_PAGE`); a truncated page's
-    ``next_after`` is the next page's ``after``."""
+    ``next_after`` is the next page's ``after``, and its ``next_token`` the next page's
+    ``token``: the same commit's (409 if the branch listed moved since)."""
     if limit < 1:
         raise InvalidInputError(f"limit must be at least 1, not {limit}")
     page = file_pool_of(request, pool).list(
-        ref, prefix, delimiter or None, after, min(limit, MAX_PAGE), wire.time_from_json(as_of)
+        ref,
+        prefix,
+        delimiter or None,
+        after,
+        min(limit, MAX_PAGE),
+        wire.time_from_json(as_of),
+        token=token or None,
     )
     return wire_files.listing_to_json(page)
 
