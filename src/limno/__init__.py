@@ -38,7 +38,7 @@ from limno.errors import (
 if typing.TYPE_CHECKING:
     from limno.api import Engine, FilePool, Lake, Pool, VersionedPool
     from limno.core.commits import Action, Commit
-    from limno.core.hooks import HookSpec
+    from limno.core.hooks import HookSpec, HookVerdict
     from limno.core.versioning import DiffEntry, MergeResult
     from limno.data.indexes import IndexSpec
     from limno.data.objects import DataObject
@@ -50,6 +50,8 @@ if typing.TYPE_CHECKING:
     from limno.pools.ingest_queue import IngestJob, QueuedFile
     from limno.pools.records.compaction import CompactionJob, JobResult
     from limno.pools.registry import PoolConfig
+    from limno.pools.review_compare import Comparison, Sampled
+    from limno.pools.reviews import MergeAttempt, MergeRequest
     from limno.pools.settings import BatcherSettings, CompactionSettings, PoolSettings
     from limno.pools.vacuum import VacuumReport
 
@@ -67,6 +69,7 @@ _LAZY = {
     "Action": "limno.core.commits",
     "Commit": "limno.core.commits",
     "HookSpec": "limno.core.hooks",
+    "HookVerdict": "limno.core.hooks",
     "DiffEntry": "limno.core.versioning",
     "MergeResult": "limno.core.versioning",
     "IndexSpec": "limno.data.indexes",
@@ -79,6 +82,10 @@ _LAZY = {
     "IngestJob": "limno.pools.ingest_queue",
     "QueuedFile": "limno.pools.ingest_queue",
     "PoolConfig": "limno.pools.registry",
+    "Comparison": "limno.pools.review_compare",
+    "Sampled": "limno.pools.review_compare",
+    "MergeAttempt": "limno.pools.reviews",
+    "MergeRequest": "limno.pools.reviews",
     "BatcherSettings": "limno.pools.settings",
     "CompactionSettings": "limno.pools.settings",
     "PoolSettings": "limno.pools.settings",
@@ -106,6 +113,7 @@ __all__ = [
     "Commit",
     "CompactionJob",
     "CompactionSettings",
+    "Comparison",
     "ConflictError",
     "CorruptError",
     "DamagedObjectError",
@@ -119,6 +127,7 @@ __all__ = [
     "FilePool",
     "ForbiddenError",
     "HookSpec",
+    "HookVerdict",
     "HookVetoError",
     "IndexSpec",
     "IngestJob",
@@ -127,6 +136,8 @@ __all__ = [
     "Lake",
     "LimnoError",
     "Listing",
+    "MergeAttempt",
+    "MergeRequest",
     "MergeResult",
     "MultipartError",
     "NotFoundError",
@@ -138,6 +149,7 @@ __all__ = [
     "QueryTimeoutError",
     "QueuedFile",
     "ResultTooLargeError",
+    "Sampled",
     "StorageError",
     "TypedSchema",
     "UnauthenticatedError",

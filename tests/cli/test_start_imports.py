@@ -33,7 +33,7 @@ from limno import Lake
 from limno.cli._main import COMMAND_MODULES
 from limno.lazy import lazy_module
 
-HEAVY = ("pyarrow", "duckdb", "numpy", "pandas", "pyspark")
+HEAVY = ("pyarrow", "duckdb", "numpy", "pandas", "pyspark", "confluent_kafka")
 #: the server and its client: only 'limno serve' and a lake behind a server need them
 SERVER = ("fastapi", "uvicorn", "starlette", "pydantic", "httpx")
 #: what only writes, hooks, vacuum, verify and engines use: no command that reads imports it

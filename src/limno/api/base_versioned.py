@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from limno.core.versioning import DiffEntry, MergeResult
     from limno.pools.branching import BranchView
     from limno.pools.registry import PoolConfig
+    from limno.pools.review_compare import Comparison
+    from limno.pools.reviews import MergeRequest
     from limno.pools.vacuum import Retention, VacuumReport
 
 __all__ = ["VersionedPool"]
@@ -136,6 +138,46 @@ class VersionedPool(ABC):
     def revert(
         self, commit_id: str, branch: str = "main", message: str = "", author: str | None = None
     ) -> Commit: ...
+
+    # -- merge requests (limno.pools.reviews) ------------------------------------------
+    @abstractmethod
+    def open_merge_request(
+        self,
+        source: str,
+        into: str = "main",
+        title: str = "",
+        description: str = "",
+        author: str | None = None,
+    ) -> MergeRequest:
+        """Propose merging ref ``source`` into branch ``into``; the new open request."""
+
+    @abstractmethod
+    def merge_requests(self, state: str | None = None) -> list[MergeRequest]:
+        """The pool's merge requests, newest first (``state``: open, merged, closed;
+        None or ``all``: every one)."""
+
+    @abstractmethod
+    def merge_request(self, mr_id: str) -> MergeRequest: ...
+
+    @abstractmethod
+    def merge_merge_request(
+        self, mr_id: str, strategy: str = "fail", author: str | None = None
+    ) -> MergeRequest:
+        """Merge an open request with ``strategy``; the request, now merged. A failed
+        merge raises its error and leaves the request open with the attempt recorded; of
+        two concurrent merges of one request one wins, the other gets ConflictError."""
+
+    @abstractmethod
+    def close_merge_request(self, mr_id: str, author: str | None = None) -> MergeRequest:
+        """Close an open request without merging."""
+
+    @abstractmethod
+    def compare(
+        self, source: str, into: str = "main", rows: int = 10, limit: int = 1000
+    ) -> Comparison:
+        """What merging ``source`` into ``into`` would bring (the diff since the merge
+        base, counts, the first ``limit`` entries), the conflicts it would meet (a dry
+        run), and for record pools ``rows`` rows of each added/removed object."""
 
     # -- hooks -------------------------------------------------------------------------
     @abstractmethod

@@ -15,11 +15,12 @@ from limno.api.base_files import FilePool
 from limno.pools.files.entries import FileEntry
 from limno.pools.files.multipart import Multipart
 from limno.pools.files.pool import FilePool as EngineFilePool
+from limno.pools.reviews import Reviews
 
 __all__ = ["LocalFilePool"]
 
 
-class LocalFilePool(EngineFilePool, FilePool):
+class LocalFilePool(EngineFilePool, Reviews, FilePool):
     """A file pool of a lake in this process."""
 
     def multipart(self) -> Multipart:

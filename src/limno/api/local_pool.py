@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from limno.api.base import Engine, Pool, Source
 from limno.api.local_ingest import LocalIngest
 from limno.engines.choice import use_spark
+from limno.pools.reviews import Reviews
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalPool"]
 
 
-class LocalPool(LocalIngest, Pool):
+class LocalPool(LocalIngest, Reviews, Pool):
     """A pool of a lake in this process (a record pool, with the ingest batcher)."""
 
     def load(

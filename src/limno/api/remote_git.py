@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from limno.api import wire
 from limno.api.remote_protect import RemoteProtection
+from limno.api.remote_reviews import RemoteReviews
 
 if TYPE_CHECKING:
     from limno.api.remote_http import Connection
@@ -43,7 +44,7 @@ def segment(text: str) -> str:
     return quote(text, safe="") if text.strip(".") else text.replace(".", "%2E")
 
 
-class RemoteGit(RemoteProtection):
+class RemoteGit(RemoteReviews, RemoteProtection):
     """Mixin of the remote pools: git operations, hooks, vacuum (one request each)."""
 
     #: set by the pool: the server connection, its configuration, its path (``/v1/pools/<id>``)

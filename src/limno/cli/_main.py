@@ -52,6 +52,8 @@ COMMAND_MODULES = {
         ("_ingest", "ingest"),
         ("_fs", "fs"),
         ("_iterator", "iterator"),
+        ("_mr", "mr"),
+        ("_kafka", "kafka"),
     )
     for name in names.split()
 }

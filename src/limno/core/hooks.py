@@ -25,19 +25,29 @@ answer in time vetoes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import fnmatch
 import importlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from limno.errors import HookVetoError, InvalidInputError
 from limno.ksuid import ksuid
 
-__all__ = ["EVENTS", "HookFailure", "HookSpec", "Hooks", "validate_hook"]
+__all__ = [
+    "EVENTS",
+    "HookFailure",
+    "HookSpec",
+    "HookVerdict",
+    "Hooks",
+    "recording",
+    "validate_hook",
+]
 
 EVENTS = ("pre-commit", "post-commit", "pre-merge", "post-merge")
 HOOK_TIMEOUT = 300.0
@@ -134,6 +144,54 @@ def validate_hook(spec: HookSpec) -> HookSpec:
     return spec
 
 
+@dataclass(frozen=True)
+class HookVerdict:
+    """What one hook said when it ran: ``passed``, ``vetoed`` (a pre hook that said no:
+    the operation did not happen) or ``failed`` (a post hook: logged, the change stands),
+    with its ``reason``."""
+
+    event: str
+    hook: str
+    verdict: str
+    reason: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "event": self.event,
+            "hook": self.hook,
+            "verdict": self.verdict,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> HookVerdict:
+        return cls(str(d["event"]), str(d["hook"]), str(d["verdict"]), str(d.get("reason", "")))
+
+
+#: the verdicts list of the innermost :func:`recording` of this thread (or task)
+_recorder: contextvars.ContextVar[list[HookVerdict] | None] = contextvars.ContextVar(
+    "limno_hook_verdicts", default=None
+)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[HookVerdict]]:
+    """Collect the verdict of every hook that runs in this thread inside the block (a
+    merge request keeps its pre-merge hooks' verdicts: :mod:`limno.pools.reviews`)."""
+    found: list[HookVerdict] = []
+    token = _recorder.set(found)
+    try:
+        yield found
+    finally:
+        _recorder.reset(token)
+
+
+def _record(event: str, name: str, verdict: str, reason: str = "") -> None:
+    found = _recorder.get()
+    if found is not None:
+        found.append(HookVerdict(event, name, verdict, reason))
+
+
 class Hooks:
     """The hooks of one pool: configured specs plus in-process callables."""
 
@@ -158,13 +216,17 @@ class Hooks:
             try:
                 run(data)
             except HookVetoError as e:
+                _record(event, name, "vetoed" if pre else "failed", str(e))
                 if pre:
                     raise
                 _warn("%s hook %r failed: %s", event, name, e)
             except Exception as e:  # noqa: BLE001 - a hook's own failure is its veto
+                _record(event, name, "vetoed" if pre else "failed", str(e))
                 if pre:
                     raise HookVetoError(f"{event} hook {name!r} vetoed: {e}") from e
                 _warn("%s hook %r failed: %s", event, name, e)
+            else:
+                _record(event, name, "passed")
 
     def _runners(self, event: str, branch: str) -> list[tuple[str, HookFn]]:
         out: list[tuple[str, HookFn]] = []

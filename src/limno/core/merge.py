@@ -31,8 +31,9 @@ from limno.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from limno.core.commits import CommitStore
+    from limno.core.committed import Snapshots
 
-__all__ = ["STRATEGIES", "MergePlan", "merge_base", "plan_merge"]
+__all__ = ["STRATEGIES", "MergePlan", "MergePreview", "merge_base", "plan_merge", "preview"]
 
 STRATEGIES = ("fail", "source-wins", "dest-wins")
 
@@ -48,6 +49,36 @@ class MergePlan:
     changes: dict[str, Value | None] = field(default_factory=dict)
     conflicts: tuple[str, ...] = ()
     resolved: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MergePreview:
+    """What merging commit ``src`` into a branch at ``head`` would meet, computed without
+    writing anything: ``kind`` (``up-to-date``, ``fast-forward`` or ``merge``), the merge
+    ``base``, and the ``conflicts`` a three-way merge would stop at with strategy
+    ``fail`` (which ``source-wins``/``dest-wins`` would resolve)."""
+
+    kind: str
+    base: str | None
+    conflicts: tuple[str, ...] = ()
+
+
+def preview(commits: CommitStore, snapshots: Snapshots, src: str, head: str) -> MergePreview:
+    """A dry run of the merge of ``src`` into ``head`` (a merge request's compare page):
+    the same base and plan a merge computes, and no commit, no ref move."""
+    from limno.core.committed import EMPTY
+
+    base = merge_base(commits, src, head)
+    if base == src:
+        return MergePreview("up-to-date", base)
+    if base == head:
+        return MergePreview("fast-forward", base)
+    base_snap = EMPTY if base is None else commits.get(base).snapshot
+    sides = []
+    for tip in (src, head):
+        snap = commits.get(tip).snapshot
+        sides.append({k: (va, vb) for k, va, vb in snapshots.diff(base_snap, snap)})
+    return MergePreview("merge", base, plan_merge(sides[0], sides[1]).conflicts)
 
 
 def _replaces(value: Value | None) -> list[str]:

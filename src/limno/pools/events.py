@@ -4,13 +4,13 @@ Every change worth telling is already an entry of some journal: pools are create
 renamed and dropped in the ``pools/`` journal, branches and tags move (and branches
 are protected, :mod:`limno.core.protection`) in each pool's ``<pool-id>/branches/``
 journal (a commit is a branch move to a new commit whose first parent is the old
-head), and maintenance jobs change state in
-``<pool-id>/jobs/``. So the feed reads those journals and nothing else: a commit
-made by another process, another host or a Spark job shows up like one made here,
-and nobody has to remember to publish anything.
+head), maintenance jobs change state in ``<pool-id>/jobs/``, and merge requests
+are opened, merged and closed in ``<pool-id>/reviews/``. So the feed reads those
+journals and nothing else: a commit made by another process, another host or a Spark
+job shows up like one made here, and nobody has to remember to publish anything.
 
 An event's id is a cursor: the position reached in every journal once that event
-was told (the pools journal's, then each pool's two, in pool-id order, for the
+was told (the pools journal's, then each pool's three, in pool-id order, for the
 pools registered at that position), packed as varints in URL-safe base64. Resuming
 after an id reads each journal from its own position on, so the events after an id
 are exactly those not yet told, whatever order journals were interleaved in
@@ -42,7 +42,8 @@ __all__ = ["NOW", "Event", "EventFeed"]
 
 #: ``after=NOW``: only events that happen from now on (the default of ``limno watch``)
 NOW = "now"
-_VERSION = 1
+#: 2: a third position per pool (merge requests; a version 1 id reads them from the start)
+_VERSION = 2
 #: the journal of the lake's pools (limno.lake's POOLS_PREFIX: the layer above)
 POOLS_PREFIX = "pools"
 
@@ -53,8 +54,8 @@ class Event:
 
     ``type`` is ``pool.created|renamed|updated|dropped``,
     ``branch.created|moved|deleted|protected|unprotected``, ``tag.created|deleted``,
-    ``commit`` or ``job.<state>``; ``time`` is when the journal
-    entry was written; ``data`` holds the type's fields (see the README).
+    ``commit``, ``job.<state>`` or ``merge_request.opened|merged|closed``; ``time`` is
+    when the journal entry was written; ``data`` holds the type's fields (see README).
     """
 
     id: str
@@ -112,6 +113,8 @@ class Event:
                 f"{d.get('branch')} {d.get('commit')} by {d.get('author')}: {d.get('message')}"
                 + (f" ({change})" if change else "")
             )
+        if kind.startswith("merge_request."):
+            return f"!{d.get('id')} {d.get('source')} -> {d.get('into')}: {d.get('title')}"
         if kind.startswith("job."):
             rows = f", rows {d.get('rows_in')} -> {d.get('rows_out')}" if d.get("rows_in") else ""
             return f"{d.get('kind')} job {d.get('job')}{rows}"
@@ -258,6 +261,11 @@ class _PoolFeed:
     name: str
     branches: _Cursor
     jobs: _Cursor
+    reviews: _Cursor
+
+    @property
+    def cursors(self) -> tuple[_Cursor, _Cursor, _Cursor]:
+        return (self.branches, self.jobs, self.reviews)
 
 
 #: what one entry tells: (type, pool id, pool name, data)
@@ -284,12 +292,13 @@ class EventFeed:
         self._registry = _Cursor(self.storage, POOLS_PREFIX, _Pos(head))
         for pool_id, config in sorted(self._registry.items.items()):
             feed = self._add_pool(pool_id, str(config.get("name")))
-            feed.branches.pos = _Pos(_probe_head(feed.branches.journal))
-            feed.jobs.pos = _Pos(_probe_head(feed.jobs.journal))
+            for cursor in feed.cursors:
+                cursor.pos = _Pos(_probe_head(cursor.journal))
 
     def _start_after(self, after: str) -> None:
         reader = _Reader(after)
-        if reader.varint() != _VERSION:
+        version = reader.varint()
+        if version not in (1, _VERSION):
             raise _bad_id(after)
         self._registry = _Cursor(self.storage, POOLS_PREFIX, reader.pos())
         try:
@@ -299,6 +308,8 @@ class EventFeed:
         for pool_id, config in sorted(registered.items()):
             feed = self._add_pool(pool_id, str(config.get("name")))
             feed.branches.pos, feed.jobs.pos = reader.pos(), reader.pos()
+            if version > 1:
+                feed.reviews.pos = reader.pos()
         if not reader.done():
             raise _bad_id(after)
 
@@ -307,6 +318,7 @@ class EventFeed:
             name,
             _Cursor(self.storage, f"{pool_id}/branches", _Pos()),
             _Cursor(self.storage, f"{pool_id}/jobs", _Pos()),
+            _Cursor(self.storage, f"{pool_id}/reviews", _Pos()),
         )
         self._pools[pool_id] = feed
         return feed
@@ -317,9 +329,8 @@ class EventFeed:
         _put_varint(out, _VERSION)
         _put_pos(out, self._registry.pos)
         for pool_id in sorted(self._pools):
-            feed = self._pools[pool_id]
-            _put_pos(out, feed.branches.pos)
-            _put_pos(out, feed.jobs.pos)
+            for cursor in self._pools[pool_id].cursors:
+                _put_pos(out, cursor.pos)
         return base64.urlsafe_b64encode(bytes(out)).rstrip(b"=").decode("ascii")
 
     # -- reading -----------------------------------------------------------------------
@@ -362,7 +373,8 @@ class EventFeed:
 
     def _round(self, pool: str | None, wanted: set[str] | None) -> Iterator[Event]:
         """Every event of the journals' current ends: the pools journal first, then each
-        pool's branches and jobs (a pool registered meanwhile from its first entry)."""
+        pool's branches, jobs and merge requests (a pool registered meanwhile from its
+        first entry)."""
         registry = self._registry
         while (got := registry.next_entry()) is not None:
             n, entry = got
@@ -392,13 +404,15 @@ class EventFeed:
     def _pool_round(self, pool_id: str) -> Iterator[Event]:
         feed = self._pools[pool_id]
         commits = CommitStore(self.storage, pool_id)
-        for cursor in (feed.branches, feed.jobs):
+        for cursor in feed.cursors:
             while (got := cursor.next_entry()) is not None:
                 n, entry = got
                 if cursor is feed.branches:
                     told = _ref_events(entry, cursor.items, commits)
-                else:
+                elif cursor is feed.jobs:
                     told = _job_events(entry)
+                else:
+                    told = _review_events(entry, cursor.items)
                 if len(told) <= cursor.pos.k:
                     cursor.apply(n, entry)
                     continue
@@ -559,4 +573,29 @@ def _job_events(entry: Mapping[str, Any]) -> list[_Told]:
         data = {"job": u["key"], **{k: record.get(k) for k in _JOB_FIELDS}}
         data.update(commit=record.get("commit"), error=record.get("error"))
         told.append((f"job.{record.get('state')}", None, None, data))
+    return told
+
+
+#: the fields of a merge request its events carry (limno.pools.reviews.MergeRequest's)
+_REVIEW_FIELDS = ("id", "title", "source", "into", "author", "state")
+
+
+def _review_events(entry: Mapping[str, Any], before: Mapping[str, dict[str, Any]]) -> list[_Told]:
+    """``merge_request.opened`` when a request appears, ``.merged`` / ``.closed`` when its
+    state becomes that (a merge's claim, a failed attempt: nothing)."""
+    items = dict(before)
+    told: list[_Told] = []
+    for u in entry["updates"]:
+        value = u.get("value")
+        if u.get("op") != "put" or not isinstance(value, dict) or not u["key"].startswith("mr:"):
+            continue
+        old = items.get(u["key"])
+        items[u["key"]] = value
+        data = {k: value.get(k) for k in _REVIEW_FIELDS}
+        state = value.get("state")
+        if old is None:
+            told.append(("merge_request.opened", None, None, data))
+        elif state != old.get("state") and state in ("merged", "closed"):
+            data.update(by=value.get("done_by"), commit=value.get("commit"))
+            told.append((f"merge_request.{state}", None, None, data))
     return told

@@ -28,6 +28,7 @@ from limno.server.routes import (
     pools,
     query,
     refs,
+    reviews,
 )
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def create_app(
     guards = [Depends(guard), *(Depends(d) for d in dependencies)]
     for module in (pools, refs, data, files, indexes, query, maintenance, ingest, events, auth):
         app.include_router(module.router, dependencies=guards)
+    app.include_router(reviews.router, dependencies=guards)
     # the short path SPEC.md and `curl -N HOST/events` use; the document lists /v1/events
     app.add_api_route(
         "/events",
@@ -94,6 +96,9 @@ def create_app(
         include_in_schema=False,
         dependencies=guards,
     )
+    from limno import ui  # the web UI's pages at / (their own sign-in, same rules)
+
+    ui.install(app, run_query=query.run_sql)
     return app
 
 

@@ -20,6 +20,8 @@ read a pool (scan, get, log, diff, objects, status,      read    the pool
 stat, read, list files ...)
 write a pool (load, commit, merge, branch, compact,      write   the pool
 vacuum, drop, rename, put, rm, discard files ...)
+merge requests: list, show, compare                      read    the pool
+merge requests: open, merge, close                       write   the pool
 hooks (add, remove: a hook runs commands on the server)  admin   the lake
 set a pool's iterators                                   write   the pool
 ... naming a python() iterator (it runs in the server)   admin   the lake
@@ -30,7 +32,15 @@ users, keys and grants (``/v1/auth/...``)                admin   the lake
 =======================================================  ======  ===================
 
 A query's pools are checked as it names them (``readable``: the caller's grants),
-and a pool the caller may not read is left out of the pool list. ``--no-auth``
+and a pool the caller may not read is left out of the pool list.
+
+Missing versus forbidden: a pool that does not exist is 404 for every caller (also a
+dropped one whose id the guard remembers: a refusal looks the pool up again first);
+one that exists but the caller may not use is 403. The 403 names the pool by its
+name only to a caller who may read it (who can list that name anyway); to others it
+repeats what the request named (a name or an id), so no answer tells a caller a pool
+name it could not see. (403 versus 404 does tell whether a pool of a given name or
+id exists, as in any API that refuses before looking further.) ``--no-auth``
 servers (no authenticator) let every request through, as a lake opened directly.
 
 Commit authors: the authenticated user's name. An admin may name another author
@@ -48,7 +58,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from starlette.concurrency import run_in_threadpool
 
-from limno.auth.roles import check
+from limno.auth.roles import allowed, check
 from limno.core.refs import parse_pool_ref
 from limno.errors import ForbiddenError, NotFoundError
 
@@ -116,6 +126,14 @@ RULES: dict[str, Rule] = {
     "hooks": _R,
     "add_hook": _ADMIN,
     "remove_hook": _ADMIN,
+    # merge requests: opening, merging and closing one is a writer's (merging into a
+    # protected branch is a merge, which protection allows); reading and comparing a reader's
+    "merge_requests": _R,
+    "merge_request": _R,
+    "compare": _R,
+    "open_merge_request": _W,
+    "merge_merge_request": _W,
+    "close_merge_request": _W,
     # data
     "load": _W,
     "add": _W,
@@ -224,10 +242,17 @@ async def guard(
     if pool is None:
         check(user, rule.action)
         return
-    found = _ids_of(request).get(pool)
+    ids = _ids_of(request)
+    remembered = found = ids.get(pool)
     if found is None:
         found = await run_in_threadpool(_pool_id, request, pool)
-    check(user, rule.action, found[0], what=f"pool {found[1]}")
+    if not allowed(user, rule.action, found[0]):
+        if remembered is not None:  # the pool may be gone since: 404, for anyone
+            ids.pop(pool, None)
+            found = await run_in_threadpool(_pool_id, request, pool)
+        # named as the caller named it, unless the caller may read it (and list its name)
+        shown = found[1] if allowed(user, "read", found[0]) else pool
+        check(user, rule.action, found[0], what=f"pool {shown}")
 
 
 def _pool_param(request: Request, scope: Scope) -> str | None:
@@ -313,8 +338,6 @@ def readable_of(request: Request) -> Callable[[str], bool] | None:
             pool_id = str(lake.registry.find(name).id)
         except NotFoundError:
             return True  # the query fails on the missing pool itself, with its own error
-        from limno.auth.roles import allowed
-
         return allowed(caller, "read", pool_id)
 
     return readable
@@ -322,8 +345,6 @@ def readable_of(request: Request) -> Callable[[str], bool] | None:
 
 def visible(request: Request, pool_ids: list[str]) -> list[bool]:
     """For each pool id, whether the caller may read that pool (list and meta views)."""
-    from limno.auth.roles import allowed
-
     user = user_of(request)
     if user is None:
         return [True] * len(pool_ids)

@@ -30,6 +30,7 @@ from limno.faults import Fault
 from limno.pools.files.blobs import blob_path
 from limno.pools.files.entries import FileEntry
 from limno.pools.files.paths import validate_path
+from limno.pools.reviews import verify_reviews
 from limno.pools.vacuum import retained_keys
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ def verify_file_pool(pool: FilePool) -> Iterator[Fault]:
     yield from journal_faults
     if journal_faults:
         return
+    yield from verify_reviews(v.storage, pool.id)  # merge requests
     heads = {f"branch {n}": c for n, c in v.refs.branches().items()}
     heads.update({f"tag {n}": c for n, c in v.refs.tags().items()})
     if not heads:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
@@ -13,6 +16,9 @@ from limno.server.authorization import readable_of, user_of, visible
 from limno.server.deps import lake_of, stream_tables
 from limno.server.formats import MEDIA_TYPES
 from limno.server.guard import Body
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 router = APIRouter(prefix="/v1", tags=["query"])
 
@@ -54,26 +60,50 @@ def query(
     extensions or settings), reading only pools the caller may read, under the
     server's limits, which the body's ``limits`` or the query parameters may lower
     (never raise). ``safe`` in the body is accepted and ignored."""
-    caps: QueryLimits = request.app.state.query_limits or DEFAULT_LIMITS
     asked = wire.limits_from_json(body.limits) or QueryLimits()
-    limits = asked.within(QueryLimits(timeout, max_rows, max_bytes)).within(caps)
     user = user_of(request)
     if (body.spark_master or body.spark_conf) and user is not None and user.role != "admin":
         raise ForbiddenError(
             f"user {user.name!r} ({user.role}) may not set Spark's master or configuration:"
             " the server decides them"
         )
-    table = lake_of(request).query(
+    table = run_sql(
+        request,
         body.sql,
+        asked.within(QueryLimits(timeout, max_rows, max_bytes)),
         engine=body.engine,
-        safe=True,
         spark_master=body.spark_master,
         spark_conf=body.spark_conf,
-        limits=limits,
-        readable=readable_of(request),
         as_of=wire.time_from_json(body.as_of),
     )
     return stream_tables(request, [table] if table.num_rows else [], table.schema)
+
+
+def run_sql(
+    request: Request,
+    sql: str,
+    asked: QueryLimits | None = None,
+    *,
+    engine: Engine = "local",
+    spark_master: str | None = None,
+    spark_conf: dict[str, str] | None = None,
+    as_of: dt.datetime | None = None,
+) -> pa.Table:
+    """SQL from the caller of ``request`` (``request.state.user``), as every caller's
+    runs: in safe mode, reading only pools the caller may read, under the server's
+    limits (``asked`` may lower them). The /v1 route and the web UI's query page
+    both run SQL through here."""
+    caps: QueryLimits = request.app.state.query_limits or DEFAULT_LIMITS
+    return lake_of(request).query(
+        sql,
+        engine=engine,
+        safe=True,
+        spark_master=spark_master,
+        spark_conf=spark_conf,
+        limits=(asked or QueryLimits()).within(caps),
+        readable=readable_of(request),
+        as_of=as_of,
+    )
 
 
 @router.get("/meta", operation_id="meta_table", summary="A meta table", openapi_extra=_TABLES)
