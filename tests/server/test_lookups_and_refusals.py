@@ -20,8 +20,8 @@ from limno.errors import NotFoundError
 from limno.server.guard import KEYS_BODY, MB
 from server_support import Served, served_user
 
-#: rows of pool ``many``; lookups ask for KEYS keys, ROWS of them there: a key beyond the
-#: pool's key range costs the lookup nothing (one found costs it a fraction of a ms)
+#: rows of pool ``many``; lookups ask for KEYS keys, ROWS of them there (a many-key
+#: lookup matches each object against all its keys at once: found or not, keys are cheap)
 ROWS = 2_000
 KEYS = 200_000
 

@@ -112,12 +112,22 @@ class Plan:
 
     def covering(self, keys: Sequence[SortKey]) -> list[tuple[int, DataObject]]:
         """The objects (with their index) of the clusters whose key range holds one of
-        ``keys``, in object order: the only ones that can hold rows of those keys."""
-        picked: dict[int, DataObject] = {}
-        for k in keys:
-            i = bisect.bisect_left(self._ends, k)
-            if i < len(self._ends) and not k < self._starts[i]:
-                picked.update((self._position[id(o)], o) for o in self._clusters[i])
+        ``keys`` (sorted), in object order: the only ones that can hold rows of those keys.
+
+        Binary search either way round, whichever is fewer searches: each key among
+        the clusters, or each cluster among the keys (many keys: a search a cluster)."""
+        held: set[int] = set()
+        if len(keys) <= len(self._clusters):
+            for k in keys:
+                i = bisect.bisect_left(self._ends, k)
+                if i < len(self._ends) and not k < self._starts[i]:
+                    held.add(i)
+        else:
+            for i, (start, end) in enumerate(zip(self._starts, self._ends, strict=True)):
+                j = bisect.bisect_left(keys, start)
+                if j < len(keys) and not end < keys[j]:
+                    held.add(i)
+        picked = {self._position[id(o)]: o for i in held for o in self._clusters[i]}
         return sorted(picked.items(), key=_index)
 
     def clusters(

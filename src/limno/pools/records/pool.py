@@ -305,10 +305,11 @@ class RecordPool(Branching, Indexing, Maintenance):
         view = self.scan_view(ref, as_of)
         objs, types = view.objects, view.key_types
         parsed = []
+        key_bound, width = key_bounds.key_bound, len(self.key.fields)  # once, not per key
         for k in keys:
-            bound = key_bounds.key_bound(self.key, k, types, "key")
+            bound = key_bound(self.key, k, types, "key")
             assert bound is not None
-            if len(bound) != len(self.key.fields):
+            if len(bound) != width:
                 raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
             parsed.append(bound)
 
