@@ -132,3 +132,22 @@ def test_a_long_listing_of_a_moving_branch_still_finishes(
     assert listed == sorted(set(listed))
     assert {"a", "b", "c", "e"} <= set(listed)
     assert "aa" not in listed  # it sorts before where the listing was
+
+
+def test_pages_of_a_moving_branch_go_on_after_the_last_path(pool: FilePool) -> None:
+    """``pages`` (what ``limno fs ls`` and ``download -r`` walk): pinned while the branch
+    stays; once it moves, the next page starts after the last path at its new state,
+    folders rolled up by ``/`` included."""
+    for path in ["a/1", "b/1", "c", "d/1", "e"]:
+        pool.put("main", path, b"x")
+    pool.commit("main", "five")
+    walk = pool.pages("main", delimiter="/", limit=2)
+    first = next(walk)
+    assert first.prefixes == ["a/", "b/"] and first.next_token
+    pool.remove("main", ["c"])
+    pool.put("main", "a/2", b"new")
+    pool.put("main", "f", b"f")
+    pool.commit("main", "moved")
+    rest = list(walk)
+    assert [e.path for p in rest for e in p.entries] == ["e", "f"]
+    assert [x for p in rest for x in p.prefixes] == ["d/"]

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from limno.api.base_versioned import VersionedPool
-from limno.errors import InvalidInputError
+from limno.errors import ConflictError, InvalidInputError
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
@@ -194,6 +194,33 @@ class FilePool(VersionedPool):
         ``next_token`` the ``token`` of the next page *of the same commit* (a branch
         whose head moved meanwhile: ConflictError; see
         :mod:`limno.pools.files.listing`)."""
+
+    def pages(
+        self,
+        ref: str | None = None,
+        prefix: str = "",
+        delimiter: str | None = None,
+        as_of: dt.datetime | None = None,
+        limit: int = 1000,
+    ) -> Iterator[Listing]:
+        """Every page of a listing, pinned to one commit by ``next_token`` while it can
+        be. A branch that commits between two pages does not fail it (a busy branch would
+        never let a long listing finish): the listing goes on after the last path
+        returned, at the branch as it is then, as S3 listings do."""
+        token: str | None = None
+        after = ""
+        while True:
+            try:
+                page = self.list(ref, prefix, delimiter, after, limit, as_of, token=token)
+            except ConflictError:
+                if token is None:
+                    raise
+                token = None
+                continue
+            yield page
+            if not page.truncated or page.next_after is None:
+                return
+            after, token = page.next_after, page.next_token
 
     @abstractmethod
     def iter_list(

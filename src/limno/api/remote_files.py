@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 from limno.api import wire, wire_files
 from limno.api.base_files import FilePool
 from limno.api.remote_git import RemoteGit
-from limno.errors import ConflictError, InvalidInputError
+from limno.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from limno.api.remote_http import Connection
@@ -236,23 +236,9 @@ class RemoteFilePool(RemoteGit, FilePool):
     def iter_list(
         self, ref: str | None = None, prefix: str = "", as_of: dt.datetime | None = None
     ) -> Iterator[FileEntry]:
-        """Pages pinned to one commit while they can be; a branch that moves between two
-        pages (steady writes would otherwise never let a long listing finish) goes on
-        after the last path returned, at the branch as it is then, as S3 listings do."""
-        token: str | None = None
-        after = ""
-        while True:
-            try:
-                page = self.list(ref, prefix, None, after, PAGE, as_of, token=token)
-            except ConflictError:
-                if token is None:
-                    raise
-                token = None
-                continue
+        """Pages of one commit while the branch stays (see :meth:`FilePool.pages`)."""
+        for page in self.pages(ref, prefix, None, as_of, PAGE):
             yield from page.entries
-            if not page.truncated or page.next_after is None:
-                return
-            after, token = page.next_after, page.next_token
 
     def diff_paths(
         self, old_ref: str, new_ref: str | None = None, prefix: str = ""

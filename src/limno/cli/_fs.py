@@ -291,14 +291,10 @@ def download(
 def _entries(
     pool: FilePool, ref: str, prefix: str, as_of: dt.datetime | None
 ) -> Iterator[FileEntry]:
-    """Every entry under ``prefix``, a page at a time, all of one commit."""
-    token = None
-    while True:
-        page = pool.list(ref, prefix, None, "", PAGE, as_of, token=token)
+    """Every entry under ``prefix``, a page at a time (:meth:`FilePool.pages`: of one
+    commit while the branch stays)."""
+    for page in pool.pages(ref, prefix, None, as_of, PAGE):
         yield from page.entries
-        if not page.truncated or not page.next_token:
-            return
-        token = page.next_token
 
 
 def _cat(pool: FilePool, entry: FileEntry, ref: str, as_of: dt.datetime | None) -> None:
@@ -334,16 +330,11 @@ def _ls_rows(
     pool: FilePool, ref: str, prefix: str, recursive: bool, as_of: dt.datetime | None
 ) -> Iterator[dict[str, Any]]:
     """Rows of ``fs ls``, in path order: entries, and (without ``recursive``) the
-    prefixes the ``/`` delimiter rolls paths up into; every page of one commit."""
-    token = None
-    while True:
-        page = pool.list(ref, prefix, None if recursive else "/", "", PAGE, as_of, token=token)
+    prefixes the ``/`` delimiter rolls paths up into (:meth:`FilePool.pages`)."""
+    for page in pool.pages(ref, prefix, None if recursive else "/", as_of, PAGE):
         rows = [_entry_row(e) for e in page.entries]
         rows += [{"type": "prefix", "path": p} for p in page.prefixes]
         yield from sorted(rows, key=lambda r: str(r["path"]))
-        if not page.truncated or not page.next_token:
-            return
-        token = page.next_token
 
 
 def _entry_row(e: FileEntry) -> dict[str, Any]:
