@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     if only is not None and only - known:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(only - known))}")
     if args.quick and not args.spark and only is None:
-        only = known - {"spark"}
+        only = known - {"spark", "spark_streaming"}
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = Config.make(args.quick, args.repeat, Path(work))
         results, skipped = benchmarks.run(cfg, only, log)
     if args.quick and not args.spark and args.only is None:
-        skipped["spark"] = "not in --quick runs (Spark's start-up alone is slow); add --spark"
-        log("spark: skipped: not in --quick runs; add --spark")
+        for name in ("spark", "spark_streaming"):
+            skipped[name] = "not in --quick runs (Spark's start-up alone is slow); add --spark"
+            log(f"{name}: skipped: not in --quick runs; add --spark")
     machine = machine_info(cfg, skipped)
     path = write_results(args.out, results, machine)
     print(table(results))

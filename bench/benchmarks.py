@@ -29,6 +29,7 @@ import pyarrow as pa
 from bench import memory, peers
 from bench.cli_start import cli_start
 from bench.data import parts, rows_table, sample_keys
+from bench.etl import etl_denorm_1m, etl_denorm_1m_spark
 from bench.files import (
     files_commit_100k,
     files_diff_1k_of_1m,
@@ -38,10 +39,13 @@ from bench.files import (
 from bench.gateway import gateway_get_64mb, gateway_put_64mb, gateway_small_put_p50
 from bench.harness import Config, Result, Skipped, median, percentile, timed
 from bench.indexes import index_lookup
+from bench.kafka import kafka_from, kafka_missing, kafka_to
+from bench.kafka_avro import kafka_from_avro
 from bench.server import server
+from bench.spark_streaming import spark_streaming, spark_streaming_missing
 from bench.systems import SYSTEMS, available, ingest
 from bench.tpch import tpch, tpch_missing
-from bench.tpch_load import tpch_load, tpch_load_missing
+from bench.tpch_load import cpu_seconds, tpch_load, tpch_load_missing
 from bench.ui import ui_record_pages
 from bench.ui_pages import ui_pages
 
@@ -55,23 +59,32 @@ def ingest_sorted(cfg: Config) -> list[Result]:
     systems = [s for s in SYSTEMS if available(s) is None]
     sorted_rate: dict[str, float] = {}
     unsorted_rate: dict[str, float] = {}
+    unsorted_cpu: dict[str, float] = {}  # CPU seconds of one write: load-independent
     n = 0
     for system in systems:
         for sort, rates in ((True, sorted_rate), (False, unsorted_rate)):
             if not sort and system == "limno":
                 continue  # limno always sorts: its one figure stands in both lines
+            cpus: list[float] = []
 
-            def once(system: str = system, sort: bool = sort) -> float:
+            def once(system: str = system, sort: bool = sort, cpus: list[float] = cpus) -> float:
                 nonlocal n
                 n += 1
                 root = cfg.workdir / f"ingest-{n}"
                 try:
-                    return rows / timed(lambda: ingest(system, data, root, sort=sort))
+                    gc.collect()
+                    cpu = cpu_seconds()
+                    wall = timed(lambda: ingest(system, data, root, sort=sort), False)
+                    cpus.append(cpu_seconds() - cpu)
+                    return rows / wall
                 finally:
                     shutil.rmtree(root, ignore_errors=True)
 
             rates[system] = median(once() for _ in range(cfg.repeat))
+            if (not sort or system == "limno") and median(cpus) > 0:
+                unsorted_cpu[system] = median(cpus)
     limno = sorted_rate.pop("limno")
+    limno_cpu = unsorted_cpu.pop("limno", 0.0)
     out = [
         Result("ingest_sorted", "throughput", "rows/s", limno, sorted_rate, True),
         Result(
@@ -84,6 +97,18 @@ def ingest_sorted(cfg: Config) -> list[Result]:
             note="limno sorts; the peers write the input as it is (no sort)",
         ),
     ]
+    if limno_cpu > 0:
+        out.append(
+            Result(
+                "ingest_sorted",
+                "cpu_vs_unsorted_writes",
+                "s",
+                limno_cpu,
+                unsorted_cpu,
+                False,
+                note="CPU seconds (user + system) of one write; limno sorts, the peers do not",
+            )
+        )
     peaks = {}
     for system in systems:
         root = cfg.workdir / f"memory-{system}"
@@ -605,6 +630,12 @@ BENCHMARKS: list[Benchmark] = [
     ("gateway_small_put_p50", gateway_small_put_p50, _always),
     ("ui_pages", ui_pages, _always),
     ("ui_record_pages", ui_record_pages, _always),
+    ("kafka_from", kafka_from, kafka_missing),
+    ("kafka_to", kafka_to, kafka_missing),
+    ("kafka_from_avro", kafka_from_avro, kafka_missing),
+    ("spark_streaming", spark_streaming, spark_streaming_missing),
+    ("etl_denorm_1m", etl_denorm_1m, _always),
+    ("etl_denorm_1m_spark", etl_denorm_1m_spark, spark_missing),
 ]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 #: peers in table order; a benchmark fills the ones it can run (``in-process``: limno
 #: itself, the peer of the figures through ``limno serve``)
-PEERS = ("delta-rs", "pyiceberg", "duckdb", "pyarrow", "spark", "in-process")
+PEERS = ("delta-rs", "pyiceberg", "duckdb", "pyarrow", "spark", "in-process", "confluent-kafka")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,16 @@ The S3 server is moto in server mode (one request at a time, so conditional writ
 atomic as on S3: tests/moto_serial.py), started once per test session as a separate
 process on 127.0.0.1 (a free port). Tests that use it talk HTTP to it exactly as
 they would to S3; nothing is mocked in-process.
+
+``LIMNO_TEST_TIMES=FILE`` writes, at the end of the run, the seconds each test file
+took (the setup, call and teardown of its tests, so its module and session fixtures
+too) as JSON, slowest first: where the suite's time goes, also under pytest-xdist
+(whose controller receives every worker's reports).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +27,39 @@ import pytest
 
 from limno.storage import Storage, open_storage
 from s3_support import S3_ENV, make_bucket
+
+_TIMES_FILE = os.environ.get("LIMNO_TEST_TIMES")
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _TIMES_FILE:
+        path = report.nodeid.split("::", 1)[0]
+        _file_seconds[path] = _file_seconds.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _TIMES_FILE and _file_seconds and not hasattr(session.config, "workerinput"):
+        slowest = sorted(_file_seconds.items(), key=lambda kv: -kv[1])
+        Path(_TIMES_FILE).write_text(json.dumps({k: round(v, 2) for k, v in slowest}, indent=1))
+
+
+#: a file with a test of these marks starts first under pytest-xdist (see below)
+_HEAVY = ("slow", "spark", "kafka", "browser")
+
+
+@pytest.hookimpl(trylast=True)  # after tests/ui's hook marks its tests ``browser``
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``): the files holding slow, Spark, Kafka or
+    browser tests first, the rest after, each group in its own order. Workers take
+    whole files in this order, so the long ones overlap each other early and the
+    many short ones fill in at the end, rather than one worker running a long file
+    alone while the other has finished. The same order in every worker (xdist
+    checks it); a run without workers keeps pytest's order."""
+    if not hasattr(config, "workerinput"):  # pytest-xdist's workers have it
+        return
+    heavy = {item.path for item in items if any(item.get_closest_marker(m) for m in _HEAVY)}
+    items.sort(key=lambda item: item.path not in heavy)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,6 +5,7 @@ tests/pools/files/test_files_vacuum.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,3 +52,12 @@ class Actor(threading.Thread):
             self.error = e
         finally:
             self.done.set()
+
+
+def either(a: threading.Event, b: threading.Event) -> bool:
+    """Wait (at most :data:`WAIT`) until ``a`` or ``b`` is set; whether one was."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if a.wait(0.01) or b.is_set():
+            return True
+    return False

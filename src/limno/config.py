@@ -50,6 +50,7 @@ KEYS = {
     "engine": f"engine of load and query: {'|'.join(ENGINES)}",
     "spark.master": "Spark master URL of new sessions and 'limno spark start'",
     "spark.conf.NAME": "a Spark setting NAME of new sessions and 'limno spark start'",
+    "kafka.bootstrap": "the Kafka broker(s) of 'limno kafka', HOST:PORT[,...]",
 }
 #: the environment variable of each key (``spark.conf.*``: the pairs of LIMNO_SPARK_CONF)
 ENV = {
@@ -57,6 +58,7 @@ ENV = {
     "format": "LIMNO_FORMAT",
     "engine": "LIMNO_ENGINE",
     "spark.master": "LIMNO_SPARK_MASTER",
+    "kafka.bootstrap": "LIMNO_KAFKA_BOOTSTRAP",
 }
 SPARK_CONF = "spark.conf."
 
@@ -154,8 +156,13 @@ def write_config(path: str, settings: Mapping[str, str]) -> None:
 
     top = [f"{k} = {q(v)}" for k, v in sorted(settings.items()) if "." not in k]
     lines = ["# limno settings (limno config set KEY VALUE)", *top]
-    if "spark.master" in settings:
-        lines += ["", "[spark]", f"master = {q(settings['spark.master'])}"]
+    sections: dict[str, list[str]] = {}  # [kafka] bootstrap, [spark] master...
+    for k, v in sorted(settings.items()):
+        if "." in k and not k.startswith(SPARK_CONF):
+            section, _, name = k.rpartition(".")
+            sections.setdefault(section, []).append(f"{name} = {q(v)}")
+    for section, pairs in sections.items():
+        lines += ["", f"[{section}]", *pairs]
     conf = sorted(
         (k[len(SPARK_CONF) :], v) for k, v in settings.items() if k.startswith(SPARK_CONF)
     )

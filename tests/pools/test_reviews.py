@@ -17,6 +17,7 @@ from limno import Lake
 from limno.api.local_pool import LocalPool
 from limno.errors import ConflictError, NotFoundError
 from limno.pools.reviews import CLAIM_TTL, MergeAttempt, ReviewStore
+from review_support import review_pool
 
 #: how long a test waits for another thread to reach a point
 WAIT = 60
@@ -24,15 +25,7 @@ WAIT = 60
 
 @pytest.fixture
 def pool(tmp_path: Path) -> LocalPool:
-    """Pool ``logs`` with rows 1..3 on main; branch ``dev`` adds row 4."""
-    lake = Lake.init(str(tmp_path / "lake"))
-    made = lake.create_pool("logs", key="ts")
-    made.load([pa.table({"ts": [1, 2, 3]})])
-    made.branch("dev")
-    made.load([pa.table({"ts": [4]})], branch="dev")
-    opened = lake.pool("logs")
-    assert isinstance(opened, LocalPool)
-    return opened
+    return review_pool(tmp_path)
 
 
 def test_a_second_merge_meets_the_first_ones_claim(pool: LocalPool) -> None:

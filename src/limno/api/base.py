@@ -19,9 +19,10 @@ import datetime as dt
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from limno.api.base_versioned import VersionedPool
+from limno.api.sources import Source, Sources
 from limno.config import lake_location
 from limno.errors import InvalidInputError, NotFoundError
 from limno.pools.vacuum import DEFAULT_GRACE
@@ -58,8 +59,6 @@ __all__ = [
 Engine = Literal["local", "spark", "auto"]
 #: what a pool holds: rows sorted by a key, or files by path
 Kind = Literal["records", "files"]
-#: what a load reads: a file path (``-``: stdin), or Arrow data
-Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 DEFAULT_TARGET_SIZE = 256 * 2**20
 
 
@@ -93,7 +92,7 @@ class Pool(VersionedPool):
     @abstractmethod
     def load(
         self,
-        sources: Iterable[Source],
+        sources: Sources,
         fmt: str | None = None,
         branch: str = "main",
         message: str = "",
@@ -103,13 +102,18 @@ class Pool(VersionedPool):
         engine: Engine = "local",
         spark_master: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        expect_head: str | None = None,
     ) -> Commit:
-        """Write ``sources`` and commit them: one commit per call. ``engine`` says where
-        (``auto``: Spark for large files); the Spark options are for a new session."""
+        """Write ``sources`` (one, or a list: :mod:`limno.api.sources`) and commit them:
+        one commit per call. ``engine`` says where
+        (``auto``: Spark for large files); the Spark options are for a new session.
+        ``expect_head``: commit only onto this head commit of ``branch``, never
+        rebased; PreconditionFailedError if the branch moved (a writer's check of the
+        branch and its commit, made one step)."""
 
     @abstractmethod
     def add(
-        self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
+        self, sources: Sources, fmt: str | None = None, branch: str = "main"
     ) -> list[DataObject]:
         """Write objects and stage them on ``branch`` (see :meth:`commit`)."""
 

@@ -27,6 +27,8 @@ from limno.api.base_versioned import VersionedPool
 from limno.errors import ConflictError, InvalidInputError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from limno.core.commits import Commit
     from limno.pools.branching import BranchView
     from limno.pools.files.entries import FileChange, FileEntry
@@ -234,3 +236,11 @@ class FilePool(VersionedPool):
     ) -> builtins.list[FileChange]:
         """Paths added, removed or changed from ``old_ref`` to ``new_ref``; with
         ``new_ref`` None, from ``old_ref``'s committed head to its staged state."""
+
+    @abstractmethod
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
+        """``limno status``'s reports of a file pool: ``branches`` (files, staged changes
+        and open uploads of each branch, or of branch ``ref``) and ``uploads`` (the first
+        ``limit`` open multipart uploads); see :mod:`limno.pools.files.status`."""

@@ -10,6 +10,7 @@ interface's, so scripts and the server's routes reach every lower-level method t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from limno.api.base_files import FilePool
 from limno.pools.files.entries import FileEntry
@@ -17,11 +18,21 @@ from limno.pools.files.multipart import Multipart
 from limno.pools.files.pool import FilePool as EngineFilePool
 from limno.pools.reviews import Reviews
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = ["LocalFilePool"]
 
 
 class LocalFilePool(EngineFilePool, Reviews, FilePool):
     """A file pool of a lake in this process."""
+
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
+        from limno.pools.files.status import file_status
+
+        return file_status(self, ref, limit, rows)
 
     def multipart(self) -> Multipart:
         """This pool's multipart uploads (the S3 gateway serves them)."""

@@ -9,16 +9,18 @@ versioning core under it); ``limno.api.LocalPool`` is this class.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from limno.api.base import Engine, Pool, Source
+from limno.api.base import Engine, Pool
 from limno.api.local_ingest import LocalIngest
+from limno.api.sources import Sources, source_list
 from limno.engines.choice import use_spark
 from limno.pools.reviews import Reviews
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
+    from limno.data.objects import DataObject
     from limno.pools.records.compaction import JobResult, Runner
     from limno.pools.registry import PoolConfig
 
@@ -30,7 +32,7 @@ class LocalPool(LocalIngest, Reviews, Pool):
 
     def load(
         self,
-        sources: Iterable[Source],
+        sources: Sources,
         fmt: str | None = None,
         branch: str = "main",
         message: str = "",
@@ -40,13 +42,14 @@ class LocalPool(LocalIngest, Reviews, Pool):
         engine: Engine = "local",
         spark_master: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        expect_head: str | None = None,
     ) -> Commit:
         """Write ``sources`` and commit them, here or (files only) on Spark."""
-        sources = list(sources)
+        sources = source_list(sources)
         files = [s for s in sources if isinstance(s, str)]
         size = sum(os.path.getsize(f) for f in files if f != "-" and os.path.isfile(f))
         spark = use_spark(engine, size) and len(files) == len(sources)
-        if spark and not (engine == "auto" and "-" in files):
+        if spark and not (engine == "auto" and "-" in files) and expect_head is None:
             from limno.engines import spark as spark_engine  # PySpark loads only when used
 
             return spark_engine.load(
@@ -59,7 +62,12 @@ class LocalPool(LocalIngest, Reviews, Pool):
                 meta,
                 spark=spark_engine.session(spark_master, dict(spark_conf or {})),
             )
-        return super().load(sources, fmt, branch, message, author, meta)
+        return super().load(sources, fmt, branch, message, author, meta, expect_head=expect_head)
+
+    def add(
+        self, sources: Sources, fmt: str | None = None, branch: str = "main"
+    ) -> list[DataObject]:
+        return super().add(source_list(sources), fmt, branch)
 
     def compact(
         self,

@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from limno.api import remote_http, remote_upload, wire, wire_ranges
-from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, Source, register
+from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, register
 from limno.api.base_files import not_files, not_records
 from limno.api.remote_files import RemoteFilePool
 from limno.api.remote_git import RemoteGit
 from limno.api.remote_git import segment as _seg
 from limno.api.remote_indexes import RemoteIndexes
 from limno.api.remote_ingest import RemoteIngest
+from limno.api.sources import Sources, source_list
 from limno.config import lake_location
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     import threading
 
     import pyarrow as pa
-    import pyarrow.ipc as ipc
 
     from limno.api.auth_admin import AuthAdmin
     from limno.core.commits import Commit
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from limno.pools.registry import PoolConfig
 else:
     pa = lazy_module("pyarrow")
-    ipc = lazy_module("pyarrow.ipc")
 
 __all__ = ["RemoteLake", "RemotePool"]
 
@@ -285,7 +284,7 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
     # -- writing ---------------------------------------------------------------------------
     def load(
         self,
-        sources: Iterable[Source],
+        sources: Sources,
         fmt: str | None = None,
         branch: str = "main",
         message: str = "",
@@ -295,6 +294,7 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
         engine: Engine = "local",
         spark_master: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
+        expect_head: str | None = None,
     ) -> Commit:
         params = {  # the server's defaults are left out: a shorter URL to build and parse
             "branch": None if branch == "main" else branch,
@@ -305,18 +305,19 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
             "engine": None if engine == "local" else engine,
             "spark_master": spark_master,
             "spark_conf": json.dumps(dict(spark_conf)) if spark_conf else None,
+            "expect_head": expect_head,
         }
         return wire.commit_from_json(self._upload("load", sources, params))
 
     def add(
-        self, sources: Iterable[Source], fmt: str | None = None, branch: str = "main"
+        self, sources: Sources, fmt: str | None = None, branch: str = "main"
     ) -> list[DataObject]:
         done = self._upload("add", sources, {"branch": branch, "fmt": fmt})
         return [wire.object_from_json(o) for o in done]
 
-    def _upload(self, op: str, sources: Iterable[Source], params: dict[str, Any]) -> Any:
+    def _upload(self, op: str, sources: Sources, params: dict[str, Any]) -> Any:
         """Send ``sources`` as one framed body (limno.server.uploads), read as sent."""
-        return remote_upload.upload(self._http, f"{self._path}/{op}", sources, params)
+        return remote_upload.upload(self._http, f"{self._path}/{op}", source_list(sources), params)
 
     def staged(self, branch: str = "main") -> list[DataObject]:
         return [wire.object_from_json(o) for o in self._call("GET", "staged", {"branch": branch})]
@@ -434,17 +435,6 @@ class RemotePool(RemoteGit, RemoteIngest, RemoteIndexes, Pool):
         body = {"partition": partition, "branch": branch, "at": wire.value_to_json(at)}
         done = self._call("POST", "split", body=body)
         return None if done["commit"] is None else wire.commit_from_json(done["commit"])
-
-    def status(
-        self, ref: str | None = None, limit: int = 20, rows: int | None = None
-    ) -> dict[str, pa.Table]:
-        import base64
-
-        reports = self._call("GET", "status", {"ref": ref, "limit": limit, "rows": rows})
-        return {
-            title: ipc.open_stream(base64.b64decode(data)).read_all()
-            for title, data in reports.items()
-        }
 
 
 register(("http", "https"), RemoteLake)

@@ -20,6 +20,8 @@ from limno.api.remote_protect import RemoteProtection
 from limno.api.remote_reviews import RemoteReviews
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from limno.api.remote_http import Connection
     from limno.core.commits import Commit
     from limno.core.hooks import HookSpec
@@ -170,3 +172,17 @@ class RemoteGit(RemoteReviews, RemoteProtection):
             "retention": wire.retention_to_json(retention),
         }
         return wire.vacuum_from_json(self._call("POST", "vacuum", body=body))
+
+    def status(
+        self, ref: str | None = None, limit: int = 20, rows: int | None = None
+    ) -> dict[str, pa.Table]:
+        """``limno status``'s reports of a pool of either kind (Arrow IPC in base64)."""
+        import base64
+
+        from pyarrow import ipc
+
+        reports = self._call("GET", "status", {"ref": ref, "limit": limit, "rows": rows})
+        return {
+            title: ipc.open_stream(base64.b64decode(data)).read_all()
+            for title, data in reports.items()
+        }

@@ -11,13 +11,13 @@ admin may submit those. A path on the server's own disk cannot be named.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from limno.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from limno.api.base import Source
+    from limno.api.sources import Sources
     from limno.pools.ingest_queue import IngestJob, QueuedFile
     from limno.pools.settings import BatcherSettings
 
@@ -42,7 +42,7 @@ class RemoteIngest:
     def _call(self, method: str, op: str, params: Any = None, body: Any = None) -> Any:
         raise NotImplementedError  # RemotePool's: one request to the pool's routes
 
-    def _upload(self, op: str, sources: Iterable[Source], params: dict[str, Any]) -> Any:
+    def _upload(self, op: str, sources: Sources, params: dict[str, Any]) -> Any:
         raise NotImplementedError  # RemotePool's: sources sent as one framed body
 
     def ingest_submit(

@@ -6,7 +6,9 @@ one entry, all or nothing. Keys of the map:
 
 ``kdf``             key-derivation settings and a sealed check value (limno.auth.crypto)
 ``user/<name>``     a user: role, created, grants ``{pool id: level}``
-``key/<id>``        an access key: owner, created, the sealed secret
+``key/<id>``        an access key: owner, created, the sealed secret, and ``sessions``:
+                    the generation of its web UI sessions (signing out bumps it, which
+                    ends every UI session signed in with the key: see limno.ui.session)
 
 Every change is computed from the state it follows and appended with
 put-if-absent (:meth:`JournalStore.commit` re-reads and recomputes on a race), so
@@ -53,6 +55,9 @@ class KeySecret:
     key: AccessKey
     user: User
     secret: str = field(repr=False)
+    #: the generation of the key's web UI sessions: a session signed in at a lower one
+    #: has ended (signed out)
+    sessions: int = 0
 
 
 def _now() -> str:
@@ -104,7 +109,8 @@ class AuthStore:
             return None
         box = self._box(items)[0]
         key = AccessKey.from_json(record)
-        return KeySecret(key, User.from_json(owner), box.open(str(record["secret"]), key.id))
+        secret = box.open(str(record["secret"]), key.id)
+        return KeySecret(key, User.from_json(owner), secret, int(record.get("sessions", 0)))
 
     def check_server_secret(self) -> None:
         """InvalidInputError when the server secret is missing, too short, or not the one
@@ -211,6 +217,21 @@ class AuthStore:
 
         self._commit(updates, {"op": "delete-key", "key": key_id})
         return found[0]
+
+    def end_sessions(self, key_id: str) -> int:
+        """End every web UI session signed in with key ``key_id`` (sign-out): bump the
+        key's session generation, which a session must match; the new generation."""
+        bumped: list[int] = []
+
+        def updates(state: StoreState) -> list[Update]:
+            record = state.items.get(_KEY + key_id)
+            if record is None:
+                raise NotFoundError(f"access key {key_id!r} not found")
+            bumped[:] = [int(record.get("sessions", 0)) + 1]
+            return [Put(_KEY + key_id, {**record, "sessions": bumped[0]})]
+
+        self._commit(updates, {"op": "end-sessions", "key": key_id})
+        return bumped[0]
 
     def grant(self, user: str, pool_id: str, level: str) -> User:
         """Set ``user``'s level on pool ``pool_id`` (none, read, write), whatever the role."""

@@ -99,10 +99,11 @@ class Authenticator:
             hit = self._cache.get(access_key_id)
         return hit[1] if hit is not None and hit[0] > self._clock() else None
 
-    def _lookup(self, access_key_id: str) -> KeySecret | None:
+    def _lookup(self, access_key_id: str, fresh: bool = False) -> KeySecret | None:
+        """The key (``fresh``: read from the store, not remembered)."""
         if self._ttl <= 0:
             return self.store.key_secret(access_key_id)
-        if (hit := self._remembered(access_key_id)) is not None:
+        if not fresh and (hit := self._remembered(access_key_id)) is not None:
             return hit
         now = self._clock()
         with self._lock:
@@ -126,14 +127,46 @@ class Authenticator:
     def authenticate(self, access_key_id: str | None, secret: str | None) -> User:
         """The user whose key this is; UnauthenticatedError when credentials are missing
         or do not match (the same message for an unknown key and a wrong secret)."""
+        return self._matching(access_key_id, secret).user
+
+    def _matching(
+        self, access_key_id: str | None, secret: str | None, fresh: bool = False
+    ) -> KeySecret:
         if not access_key_id or not secret:
             raise UnauthenticatedError(_MISSING)
-        found = self._lookup(access_key_id)
+        found = self._lookup(access_key_id, fresh)
         expected = found.secret.encode() if found is not None else _DUMMY
         matches = hmac.compare_digest(expected, secret.encode())
         if found is None or not matches:
             raise UnauthenticatedError(_BAD)
+        return found
+
+    # -- web UI sessions (limno.ui.session) ------------------------------------------
+    def sign_in(self, access_key_id: str | None, secret: str | None) -> tuple[User, int]:
+        """:meth:`authenticate` for a new UI session, and the key's session generation
+        read from the store now (not remembered: a sign-out by another server process
+        a moment ago has bumped it, and the new session must not start behind it)."""
+        found = self._matching(access_key_id, secret, fresh=True)
+        return found.user, found.sessions
+
+    def session_user(self, access_key_id: str, generation: int) -> User:
+        """The owner of a UI session signed in with ``access_key_id`` at session
+        ``generation``; UnauthenticatedError when the key (or its user) is gone or its
+        sessions were ended since (signed out). Another process's sign-out is seen
+        within ``ttl``; this process's at once (:meth:`end_sessions` forgets)."""
+        found = self._lookup(access_key_id)
+        if found is not None and found.sessions < generation:  # remembered from before
+            found = self._lookup(access_key_id, fresh=True)
+        if found is None or found.sessions != generation:
+            raise UnauthenticatedError("the session has ended: sign in again")
         return found.user
+
+    def end_sessions(self, access_key_id: str) -> None:
+        """End every UI session of the key (sign-out), here at once."""
+        try:
+            self.store.end_sessions(access_key_id)
+        finally:
+            self.forget()
 
     def authenticate_header(self, authorization: str | None) -> User:
         """:meth:`authenticate` for an ``Authorization`` header (None: missing)."""

@@ -2,7 +2,8 @@
 
 Thin over :mod:`limno.streams`, which loads the Kafka client only when a command runs
 (``limno --help`` stays fast). The broker is ``--bootstrap``, else
-``$LIMNO_KAFKA_BOOTSTRAP``.
+``$LIMNO_KAFKA_BOOTSTRAP``, else the config key ``kafka.bootstrap`` (the lake's
+config file, then the user's: :mod:`limno.config`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import click
@@ -34,6 +35,8 @@ else:
 __all__ = ["COMMANDS"]
 
 BOOTSTRAP_ENV = "LIMNO_KAFKA_BOOTSTRAP"
+#: the config key of the broker (limno.config)
+BOOTSTRAP_KEY = "kafka.bootstrap"
 
 
 #: ``--bootstrap`` of every kafka command
@@ -41,15 +44,17 @@ _bootstrap_option = click.option(
     "--bootstrap",
     default=None,
     metavar="HOST:PORT",
-    help=f"The Kafka broker(s), comma-separated (default: ${BOOTSTRAP_ENV}).",
+    help=f"The Kafka broker(s), comma-separated (default: ${BOOTSTRAP_ENV}, else the"
+    " config key kafka.bootstrap).",
 )
 
 
-def _bootstrap(flag: str | None) -> str:
-    found = flag or os.environ.get(BOOTSTRAP_ENV, "").strip()
+def _bootstrap(obj: Context, flag: str | None) -> str:
+    found = flag or os.environ.get(BOOTSTRAP_ENV, "").strip() or obj.settings.get(BOOTSTRAP_KEY)
     if not found:
         raise InvalidInputError(
-            f"no Kafka broker: pass --bootstrap HOST:PORT or set {BOOTSTRAP_ENV}"
+            f"no Kafka broker: pass --bootstrap HOST:PORT, set {BOOTSTRAP_ENV}, or"
+            f" 'limno config set {BOOTSTRAP_KEY} HOST:PORT'"
         )
     return found
 
@@ -76,28 +81,68 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(s, handler)
 
 
+#: the names of limno.streams.formats.FORMATS (not imported at CLI start)
+_FORMATS = ("json", "connect", "avro")
+
+
+def _format_option(text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--format`` and ``--registry`` of ``kafka from`` and ``kafka to``."""
+    fmt = click.option(
+        "--format", "fmt", type=click.Choice(_FORMATS), default="json", show_default=True,
+        help=text,
+    )  # fmt: skip
+    registry = click.option(
+        "--registry",
+        default=None,
+        metavar="URL",
+        help="The schema registry of --format avro (default: $LIMNO_SCHEMA_REGISTRY; limno"
+        " serve has one at http://HOST:PORT/registry; credentials: $LIMNO_ACCESS_KEY_ID and"
+        " $LIMNO_SECRET_ACCESS_KEY).",
+    )
+    return lambda f: fmt(registry(f))
+
+
 @click.group()
 def kafka() -> None:
     """Kafka topics into pools and back, exactly once (offsets kept in the pool or topic)."""
 
 
 @kafka.command("from")
-@click.option("--topic", required=True, help="The topic to read (all its partitions).")
+@click.option(
+    "--topic",
+    "topics",
+    required=True,
+    multiple=True,
+    help="The topic to read (all its partitions); repeat it, or separate names by commas,"
+    " for several topics in one run (one commit per batch across them).",
+)
 @click.option(
     "--pool",
     "ref",
     required=True,
     metavar="POOL[@BRANCH]",
     help="Where the records go (branch main by default); a missing pool is created,"
-    " keyed on kafka.offset.",
+    " keyed on kafka.offset (several topics: kafka.topic,kafka.partition,kafka.offset).",
 )
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["json"]),
-    default="json",
-    show_default=True,
-    help="How message values are read: JSON (an object becomes a struct).",
+    "--shaper",
+    default=None,
+    metavar="SQL",
+    help="A DuckDB query over each batch's records (the table 'records'); its answer,"
+    " which must keep the kafka column, is what is committed.",
+)
+@_format_option(
+    "How keys and values are read: json (an object becomes a struct; keys text),"
+    " connect (the Kafka Connect envelope {schema, payload}: the payload typed by it),"
+    " avro (Confluent's wire format: schema id and Avro body; schemas from --registry)."
+)
+@click.option(
+    "--dead-letter",
+    default=None,
+    metavar="POOL[@BRANCH]",
+    help="Messages that do not decode go to this pool (made when missing), with their"
+    " position, raw key and value and the reason, exactly once; without it such a message"
+    " fails its batch.",
 )
 @click.option(
     "--batch-rows",
@@ -123,30 +168,38 @@ def kafka() -> None:
 @click.pass_obj
 def from_(
     obj: Context,
-    topic: str,
+    topics: tuple[str, ...],
     ref: str,
+    shaper: str | None,
     fmt: str,
+    registry: str | None,
+    dead_letter: str | None,
     batch_rows: int,
     batch_interval: dt.timedelta,
     exit_after: dt.timedelta | None,
     bootstrap: str | None,
 ) -> None:
-    """Sync TOPIC into a pool: each batch one commit, exactly once.
+    """Sync TOPIC(s) into a pool: each batch one commit, exactly once.
 
     A restart (even after a crash) resumes after the last offset committed to the
     pool's branch: records are never duplicated nor skipped. Prints each commit's id
     as it lands; a summary of each on stderr. SIGTERM or Ctrl-C commits the records
-    gathered so far and ends it (exit 0). A message whose value is not JSON fails
-    its batch (nothing of it committed), naming its topic, partition and offset."""
+    gathered so far and ends it (exit 0). A message that does not decode (in
+    --format) fails its batch (nothing of it committed), naming its topic, partition
+    and offset; with --dead-letter it goes to that pool instead."""
     pool, branch = refs.parse_pool_ref(ref)
     opts = kafka_from.FromOptions(
-        topic=topic,
+        topic=list(topics),
         pool=pool,
-        bootstrap=_bootstrap(bootstrap),
+        bootstrap=_bootstrap(obj, bootstrap),
         branch=branch or "main",
+        shaper=shaper,
         batch_rows=batch_rows,
         batch_interval=batch_interval.total_seconds(),
         exit_after=None if exit_after is None else exit_after.total_seconds(),
+        format=fmt,
+        registry=registry,
+        dead_letter=dead_letter,
     )
     stop = threading.Event()
     with _stop_on_signals(stop):
@@ -158,7 +211,8 @@ def from_(
             stop=stop,
         )
     click.echo(
-        f"kafka: {report.records} record(s) of {topic} in {len(report.commits)} commit(s)",
+        f"kafka: {report.records} record(s) of {', '.join(opts.topics)} in"
+        f" {len(report.commits)} commit(s)",
         err=True,
     )
 
@@ -177,9 +231,31 @@ def from_(
     default=None,
     help="Produce the records of this source topic (needed when the pool holds several).",
 )
+@_format_option(
+    "How keys and values are written: json, connect (the Kafka Connect envelope, its"
+    " schema derived from the column's type; a text key stays text), or avro (Confluent's"
+    " wire format, the schema derived likewise and registered as TOPIC-value)."
+)
 @_bootstrap_option
+@click.option(
+    "--transactional-id",
+    default=None,
+    metavar="ID",
+    help="Produce in transactions with this transactional.id: a rerun fences any"
+    " producer of a crashed run; its aborted messages stay invisible to read_committed"
+    " consumers (default: an idempotent producer only).",
+)
 @click.pass_obj
-def to(obj: Context, ref: str, topic: str, source_topic: str | None, bootstrap: str | None) -> None:
+def to(
+    obj: Context,
+    ref: str,
+    topic: str,
+    source_topic: str | None,
+    fmt: str,
+    registry: str | None,
+    transactional_id: str | None,
+    bootstrap: str | None,
+) -> None:
     """Produce a pool's Kafka records to TOPIC, exactly once: each to the partition
     of its own number, in offset order, with its source offset in the header
     'limno.offset'.
@@ -188,7 +264,14 @@ def to(obj: Context, ref: str, topic: str, source_topic: str | None, bootstrap: 
     produces only what follows it. Prints the number of messages produced."""
     pool, at = refs.parse_pool_ref(ref)
     opts = kafka_to.ToOptions(
-        pool=pool, topic=topic, bootstrap=_bootstrap(bootstrap), ref=at, source_topic=source_topic
+        pool=pool,
+        topic=topic,
+        bootstrap=_bootstrap(obj, bootstrap),
+        ref=at,
+        source_topic=source_topic,
+        format=fmt,
+        registry=registry,
+        transactional_id=transactional_id,
     )
     click.echo(kafka_to.sync_to(obj.lake(), opts, log=lambda line: click.echo(line, err=True)))
 

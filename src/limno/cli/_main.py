@@ -54,6 +54,7 @@ COMMAND_MODULES = {
         ("_iterator", "iterator"),
         ("_mr", "mr"),
         ("_kafka", "kafka"),
+        ("_etl", "etl"),
     )
     for name in names.split()
 }

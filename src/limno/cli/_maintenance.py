@@ -129,13 +129,19 @@ def manage(
 @click.option("-n", "--limit", default=20, show_default=True, help="Jobs shown per report.")
 @click.pass_obj
 def status(obj: Context, pool: str | None, fmt: str | None, limit: int) -> None:
-    """Reports on partitions, files, compaction jobs and ingest jobs (Sleeper style)."""
+    """Reports on partitions, files, compaction jobs and ingest jobs (Sleeper style) of
+    record pools; of file pools, their branches' files, staged changes and open
+    multipart uploads."""
     lake = obj.lake()
-    names = [pool] if pool else [c.name for c in lake.list_pools() if c.kind == "records"]
+    configs = lake.list_pools()
+    if pool:
+        configs = [c for c in configs if c.name == pool]
+        if not configs:
+            lake.pool(pool)  # the lake's own "not found"
     out = obj.format(fmt)
     tables = []
-    for name in names:
-        p = lake.pool(name)
+    for config in configs:
+        p = lake.file_pool(config.name) if config.kind == "files" else lake.pool(config.name)
         reports = p.status(None, limit)
         if out == "table":
             for title, table in reports.items():

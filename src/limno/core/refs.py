@@ -133,17 +133,22 @@ class RefStore:
         new: str,
         lander: Lander | None = None,
         allow_protected: bool = False,
+        fence: Requirement | None = None,
     ) -> None:
         """Compare-and-swap: point ``name`` at ``new`` if it still points at ``expected``.
 
         Raises PreconditionFailedError when the branch moved meanwhile, and
         ProtectedBranchError when it is protected, unless ``allow_protected`` (a merge,
         or maintenance): the rule is read in the same append (limno.core.protection).
+        ``fence`` is one more condition checked in that append (a merge request's
+        claim: limno.pools.reviews), raising its own error.
         """
         key = f"branch:{name}"
         required: list[Requirement] = [AssertEquals(key, {"commit": expected})]
         if not allow_protected:
             required.insert(0, self.protection.requirement(name))
+        if fence is not None:
+            required.insert(0, fence)
         self._write([Put(key, {"commit": new})], required, lander)
 
     def delete_branch(self, name: str) -> None:

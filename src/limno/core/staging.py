@@ -75,6 +75,19 @@ def staging_name(key: str) -> str:
     return f"~{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
 
 
+def _parse_doc(path: str, raw: bytes) -> tuple[str, dict[str, Any], int | None]:
+    """A staging entry's bytes as (key, value, ticket); CorruptError if unreadable."""
+    try:
+        doc = json.loads(raw)
+        key, value = doc["key"], doc["value"]
+        since = doc.get("since")
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptError(f"{path}: unreadable staging entry ({e})") from e
+    if not isinstance(key, str) or not isinstance(value, dict):
+        raise CorruptError(f"{path}: unreadable staging entry")
+    return key, value, since if isinstance(since, int) else None
+
+
 class Staging:
     """Mixin of :class:`~limno.core.versioning.Versioned`: the staging areas of a pool's
     branches."""
@@ -134,6 +147,10 @@ class Staging:
         """The staged entries of ``branch``, by key."""
         return {k: v for k, (v, _) in self._staged_docs(branch).items()}
 
+    def staged_count(self, branch: str) -> int:
+        """How many entries ``branch`` has staged (tombstones too): a listing, no reads."""
+        return sum(1 for _ in self.storage.walk(self._staging_prefix(branch) + "/"))
+
     def staged_docs(self, branch: str) -> dict[str, tuple[dict[str, Any], int | None]]:
         """Staged entries (tombstones too) with the ticket each was written under."""
         return self._staged_docs(branch)
@@ -151,16 +168,9 @@ class Staging:
     def _read_doc(self, path: str) -> tuple[str, dict[str, Any], int | None] | None:
         """One staging entry: (key, value, ticket), or None if it is gone."""
         try:
-            doc = json.loads(self.storage.get(path))
-            key, value = doc["key"], doc["value"]
-            since = doc.get("since")
+            return _parse_doc(path, self.storage.get(path))
         except NotFoundError:
             return None  # committed or dropped meanwhile
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptError(f"{path}: unreadable staging entry ({e})") from e
-        if not isinstance(key, str) or not isinstance(value, dict):
-            raise CorruptError(f"{path}: unreadable staging entry")
-        return key, value, since if isinstance(since, int) else None
 
     def _drop_landed(
         self, branch: str, docs: dict[str, tuple[dict[str, Any], int | None]]
@@ -192,16 +202,24 @@ class Staging:
     ) -> None:
         """Drop staged ``keys``; with ``expect``, only those whose staged value is still
         the expected one (a file pool's path may be staged again meanwhile: that newer
-        write must stay). The check and the delete are two requests, so this narrows
-        the window rather than closing it."""
+        write must stay). The entry is read, its value compared, and the delete is
+        conditional on the entry's bytes being the ones read
+        (:meth:`~limno.storage.Storage.delete_if_equal`): atomic on a local lake, so a
+        write staged between the read and the delete always stays; on S3 and memory
+        stores the store offers no conditional delete and the window is only narrowed."""
         prefix = self._staging_prefix(branch)
 
         def drop(key: str) -> None:
-            if expect is not None:
-                doc = self.staged_doc(branch, key)
-                if doc is None or doc[0] != expect.get(key):
-                    return
-            self.storage.delete(f"{prefix}/{staging_name(key)}")
+            path = f"{prefix}/{staging_name(key)}"
+            if expect is None:
+                self.storage.delete(path)
+                return
+            try:
+                raw = self.storage.get(path)
+            except NotFoundError:
+                return
+            if _parse_doc(path, raw)[1] == expect.get(key):
+                self.storage.delete_if_equal(path, raw)
 
         _each(self.storage, drop, list(keys))
 

@@ -369,6 +369,7 @@ class Versioned(Staging):
         meta: Mapping[str, Any] | None = None,
         fast_forward: bool = True,
         direct: bool = False,
+        fence: Requirement | None = None,
     ) -> MergeResult:
         """Merge ref ``source`` into branch ``into`` (see :mod:`limno.core.merge`).
 
@@ -377,7 +378,9 @@ class Versioned(Staging):
         ``(into's head, source)`` whose actions are the changes to ``into``. The
         strategy is recorded in the commit's meta. Retries if ``into`` moves. A merge
         may move a protected branch unless it is ``direct`` (a transaction's: a direct
-        write by other means), which is refused there as a commit is.
+        write by other means), which is refused there as a commit is. ``fence`` is a
+        condition on the branch store that the landing append checks too (a merge
+        request's claim), so a merger that lost its claim cannot move ``into``.
         """
         merge.plan_merge({}, {}, strategy)  # validates the strategy before any work
         if direct:
@@ -411,7 +414,7 @@ class Versioned(Staging):
                     result = self._merge_commit(
                         source, src, into, head, base, strategy, message, author, meta
                     )
-                self._land(into, head, result.commit, since, direct)
+                self._land(into, head, result.commit, since, direct, fence)
             except PreconditionFailedError:
                 backoff(attempt)
                 continue
@@ -477,13 +480,19 @@ class Versioned(Staging):
         return MergeResult("merge", commit.id, base, plan.resolved)
 
     def _land(
-        self, branch: str, head: str, new: str, since: int | None, direct: bool = False
+        self,
+        branch: str,
+        head: str,
+        new: str,
+        since: int | None,
+        direct: bool = False,
+        fence: Requirement | None = None,
     ) -> None:
         """Move ``branch`` from ``head`` to ``new`` by a merge (a protected branch allows
         it unless ``direct``); PreconditionFailedError if it moved."""
         lander = self.lander(functools.partial(self.added_keys, head, new), since)
         try:
-            self.refs.move_branch(branch, head, new, lander, allow_protected=not direct)
+            self.refs.move_branch(branch, head, new, lander, not direct, fence)
         except StorageError:
             if self.refs.branch(branch) != new:  # did the append land before the failure?
                 raise

@@ -23,6 +23,7 @@ from limno.ksuid import ksuid
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
+    from limno.journal import Requirement
     from limno.pools.registry import PoolConfig, PoolRegistry
 
 __all__ = ["Branching", "BranchView", "DEFAULT_BRANCH", "TX_PREFIX", "transaction"]
@@ -100,15 +101,17 @@ class Branching:
         author: str | None = None,
         meta: Mapping[str, Any] | None = None,
         fast_forward: bool = True,
+        fence: Requirement | None = None,
     ) -> MergeResult:
         """Merge ref ``source`` into branch ``into`` (three-way; fast-forward if possible).
 
         A transaction's merge (of its ``_tx-`` branch) is a direct write to ``into``,
         refused on a protected branch even if the rule came after the transaction began.
+        ``fence``: a condition the landing checks too (a merge request's claim).
         """
         direct = source.startswith(TX_PREFIX)
         return self.versioned.merge(
-            source, into, strategy, message, author, meta, fast_forward=fast_forward, direct=direct
+            source, into, strategy, message, author, meta, fast_forward, direct, fence
         )
 
     def branch_time(self, ref: str | None, as_of: dt.datetime | None) -> dt.datetime | None:

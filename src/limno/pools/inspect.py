@@ -383,6 +383,10 @@ def _first(report: pa.Table, rows: int | None, total: int | None = None) -> pa.T
     return report.slice(0, rows).replace_schema_metadata(meta)
 
 
+#: a report cut to its first ``rows`` (None: whole), its full count in the metadata
+cut_report = _first
+
+
 def status_tables(
     pool: RecordPool, ref: str | None = None, limit: int = 20, rows: int | None = None
 ) -> dict[str, pa.Table]:

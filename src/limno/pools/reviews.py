@@ -15,7 +15,11 @@ one claim lands, and the other is refused with a ConflictError naming who is mer
 The second records the outcome and drops the claim: ``merged`` with the commit, or, when
 the merge failed (a conflict, a pre-merge hook's veto), still ``open`` with the attempt
 and its hooks' verdicts kept. A claim left by a process that died mid-merge expires
-after :data:`CLAIM_TTL` (longer than any hook may run). The merge itself is idempotent:
+after :data:`CLAIM_TTL` (longer than any hook may run) and another merge may take it
+over; the merger that held it, should it wake up, cannot land any more: the append
+that moves the branch checks a fence naming the current claim
+(:mod:`limno.pools.review_claims`), and recording its outcome fails too. Claims (and
+closes) are compare-and-swaps of the request as read. The merge itself is idempotent:
 a second merge of a source already merged finds the destination up to date.
 
 What a merge would meet, before anyone merges, is :func:`compare`
@@ -40,15 +44,24 @@ from limno.errors import (
     InvalidInputError,
     LimnoError,
     NotFoundError,
+    PreconditionFailedError,
 )
-from limno.journal import AssertAbsent, JournalStore, Put, StoreState
+from limno.journal import AssertAbsent, AssertEquals, JournalStore, Put, Requirement, StoreState
+from limno.journal._journal import backoff
 from limno.ksuid import is_ksuid, ksuid
+from limno.pools.review_claims import (
+    ClaimFence,
+    drop_fence,
+    fence_from,
+    fence_of,
+    raise_fence,
+)
 from limno.storage import Storage
 
 if TYPE_CHECKING:
     from limno.core.versioning import MergeResult, Versioned
     from limno.faults import Fault
-    from limno.pools.registry import PoolConfig
+    from limno.pools.registry import PoolConfig, PoolRegistry
     from limno.pools.review_compare import Comparison
 
 __all__ = [
@@ -69,6 +82,8 @@ CLAIM_TTL = dt.timedelta(seconds=2 * HOOK_TIMEOUT + 300)
 MAX_TITLE = 256
 MAX_DESCRIPTION = 64 * 1024
 _KEY = "mr:"
+#: compare-and-swaps of one request tried before giving up (each lost to another change)
+MAX_SWAPS = 50
 
 
 def _verdicts(items: Any) -> tuple[HookVerdict, ...]:
@@ -206,6 +221,11 @@ class ReviewStore:
             return self._find({}, mr_id)
         return self._find(self.journal.state().items, mr_id)
 
+    def discard(self) -> None:
+        """Delete the whole journal (of a pool dropped while it was written)."""
+        for info in self.journal.journal.storage.walk(self.journal.journal.prefix + "/"):
+            self.journal.journal.storage.delete(info.path)
+
     def add(self, mr: MergeRequest) -> MergeRequest:
         self._ensure()
         key = _KEY + mr.id
@@ -225,6 +245,28 @@ class ReviewStore:
         self.get(mr_id)  # NotFoundError before any append
         self.journal.commit(updates)
         return done[0]
+
+    def swap(
+        self,
+        mr_id: str,
+        change: Callable[[MergeRequest], MergeRequest],
+        before: Callable[[MergeRequest], bool],
+    ) -> MergeRequest:
+        """Compare-and-swap: ``change`` of the request as read here, appended only if the
+        request is still that (else read it again: another change landed first).
+        ``before(read)`` runs between the read and the append (it writes a claim's
+        fence) and returns False to start over."""
+        self.get(mr_id)
+        key = _KEY + mr_id
+        for attempt in range(MAX_SWAPS):
+            seen = self.journal.state().items[key]
+            new = change(self._decode(seen))
+            if before(self._decode(seen)):
+                with contextlib.suppress(PreconditionFailedError):
+                    self.journal.commit([Put(key, new.to_json())], [AssertEquals(key, seen)])
+                    return new
+            backoff(attempt)
+        raise ConflictError(f"merge request {mr_id}: gave up after {MAX_SWAPS} concurrent changes")
 
 
 def verify_reviews(storage: Storage, pool_id: str) -> Iterator[Fault]:
@@ -266,6 +308,7 @@ class Reviews:
 
     versioned: Versioned
     config: PoolConfig
+    registry: PoolRegistry
 
     if TYPE_CHECKING:  # the pool's own (Branching.merge)
 
@@ -277,6 +320,8 @@ class Reviews:
             message: str = "",
             author: str | None = None,
             meta: Mapping[str, Any] | None = None,
+            fast_forward: bool = True,
+            fence: Requirement | None = None,
         ) -> MergeResult: ...
 
     @property
@@ -313,7 +358,20 @@ class Reviews:
             created=now_iso(),
             description=description,
         )
-        return self._reviews.add(mr)
+        with self._undropped():
+            return self._reviews.add(mr)
+
+    @contextlib.contextmanager
+    def _undropped(self) -> Iterator[None]:
+        """Around a write to the review journal: once it is done, the pool must still be
+        registered. Dropping a pool deletes everything under ``<pool-id>/`` after
+        unregistering it, so a write that landed before the drop was deleted with it;
+        one that landed after (a pool object opened before the drop) is deleted here,
+        and refused: no ``reviews/`` of a dropped pool stays behind."""
+        yield
+        if self.config.id not in self.registry.journal.state().items:
+            self._reviews.discard()
+            raise NotFoundError(f"pool {self.config.name!r} not found (it was dropped)")
 
     def merge_requests(self, state: str | None = None) -> list[MergeRequest]:
         """The pool's merge requests, newest first; only those in ``state`` if given
@@ -335,6 +393,10 @@ class Reviews:
         from limno.core.versioning import default_author
 
         by = author or default_author()
+        closer, refs = ksuid(), self.versioned.refs.journal
+
+        def fence(mr: MergeRequest) -> bool:  # a stale claim's merger must not land after
+            return mr.claim is None or raise_fence(refs, mr_id, closer)
 
         def close(mr: MergeRequest) -> MergeRequest:
             _open_only(mr, "close")
@@ -347,7 +409,11 @@ class Reviews:
             )
 
         self.merge_request(mr_id)
-        return self._reviews.update(mr_id, close)
+        try:
+            with self._undropped():
+                return self._reviews.swap(mr_id, close, fence)
+        finally:
+            drop_fence(refs, mr_id, closer)
 
     def merge_merge_request(
         self, mr_id: str, strategy: str = "fail", author: str | None = None
@@ -362,7 +428,7 @@ class Reviews:
         merging.plan_merge({}, {}, strategy)  # an unknown strategy: refused before the claim
         by = author or default_author()
         token = ksuid()
-        store = self._reviews
+        store, refs = self._reviews, self.versioned.refs.journal
 
         def claim(mr: MergeRequest) -> MergeRequest:
             _open_only(mr, "merge")
@@ -376,10 +442,20 @@ class Reviews:
                 mr, claim={"token": token, "by": by, "since": now.isoformat()}
             )
 
+        seen: list[dict[str, Any] | None] = [None]
+
+        def read_fence(_: MergeRequest) -> bool:  # read before the claim, written after it
+            seen[0] = fence_of(refs, mr_id)
+            return True
+
         mr = self.merge_request(mr_id)
-        store.update(mr_id, claim)
+        store.swap(mr_id, claim, read_fence)
         attempt: MergeAttempt | None = None
         try:
+            if not fence_from(refs, mr_id, token, seen[0]):
+                raise ConflictError(
+                    f"merge request {mr.id}: taken over before this merge began: nothing landed"
+                )
             with recording() as verdicts:
                 try:
                     result = self.merge(
@@ -389,6 +465,7 @@ class Reviews:
                         message=f"merge request {mr.id}: {mr.title}",
                         author=by,
                         meta={"merge_request": mr.id},
+                        fence=ClaimFence(mr.id, token),
                     )
                 except LimnoError as e:
                     attempt = MergeAttempt(
@@ -405,7 +482,11 @@ class Reviews:
                 tuple(verdicts),
             )
         finally:
-            store.update(mr_id, _finish(token, attempt))
+            try:
+                with self._undropped():
+                    store.update(mr_id, _finish(token, attempt))
+            finally:
+                drop_fence(refs, mr_id, token)
         return store.get(mr_id)
 
     def compare(
@@ -424,7 +505,10 @@ def _finish(token: str, attempt: MergeAttempt | None) -> Callable[[MergeRequest]
 
     def finish(mr: MergeRequest) -> MergeRequest:
         if mr.claim is None or mr.claim.get("token") != token:
-            raise ConflictError(f"merge request {mr.id}: another merge took it over")
+            raise ConflictError(
+                f"merge request {mr.id}: {'closed' if mr.state == 'closed' else 'taken over'}"
+                " while this merge ran past the claim's lifetime: its outcome is not recorded"
+            )
         if attempt is None:
             return dataclasses.replace(mr, claim=None)
         done = dataclasses.replace(

@@ -28,6 +28,7 @@ from limno.server.routes import (
     pools,
     query,
     refs,
+    registry,
     reviews,
 )
 
@@ -87,6 +88,7 @@ def create_app(
     for module in (pools, refs, data, files, indexes, query, maintenance, ingest, events, auth):
         app.include_router(module.router, dependencies=guards)
     app.include_router(reviews.router, dependencies=guards)
+    app.include_router(registry.router, dependencies=guards)  # Confluent's, at /registry
     # the short path SPEC.md and `curl -N HOST/events` use; the document lists /v1/events
     app.add_api_route(
         "/events",

@@ -29,6 +29,9 @@ ingest (submit URLs the server reads with its own keys)  admin   the lake
 import files (a directory or s3:// the server reads)     admin   the lake
 protect, unprotect a branch (binds every writer)         admin   the lake
 users, keys and grants (``/v1/auth/...``)                admin   the lake
+schema registry (``/registry/...``): schemas, subjects,   read    the lake
+versions, levels, compatibility tests
+schema registry: register, delete, set a level           write   the lake
 =======================================================  ======  ===================
 
 A query's pools are checked as it names them (``readable``: the caller's grants),
@@ -200,6 +203,27 @@ RULES: dict[str, Rule] = {
     "auth_grants": _ADMIN,
     "auth_grant": _ADMIN,
     "auth_revoke": _ADMIN,
+    # the schema registry (Confluent's API at /registry): its schemas serve every topic
+    # of the lake, so reading is a lake reader's and changing a lake writer's (as
+    # creating a pool); a compatibility test changes nothing
+    "registry_root": _R_LAKE,
+    "registry_types": _R_LAKE,
+    "registry_schema": _R_LAKE,
+    "registry_schema_versions": _R_LAKE,
+    "registry_subjects": _R_LAKE,
+    "registry_lookup": _R_LAKE,
+    "registry_versions": _R_LAKE,
+    "registry_version": _R_LAKE,
+    "registry_version_schema": _R_LAKE,
+    "registry_config": _R_LAKE,
+    "registry_subject_config": _R_LAKE,
+    "registry_compatibility": _R_LAKE,
+    "registry_register": _W_LAKE,
+    "registry_delete_subject": _W_LAKE,
+    "registry_delete_version": _W_LAKE,
+    "registry_set_config": _W_LAKE,
+    "registry_set_subject_config": _W_LAKE,
+    "registry_delete_subject_config": _W_LAKE,
 }
 
 

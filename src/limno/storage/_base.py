@@ -60,6 +60,22 @@ class Storage(ABC):
     def put_if_absent(self, path: str, data: bytes) -> ObjectInfo:
         """Create the object only if no object exists there. Raises AlreadyExistsError."""
 
+    def delete_if_equal(self, path: str, data: bytes) -> bool:
+        """Delete the object only if its bytes are exactly ``data``; whether it did (False:
+        missing, or other bytes: a newer write, which stays). A local store does it
+        atomically (:class:`~limno.storage._obstore.ObStorage`); this default, which the
+        memory and S3 stores use (obstore offers no conditional delete), reads,
+        compares and deletes: it narrows the window rather than closing it."""
+        from limno.errors import NotFoundError
+
+        try:
+            if self.get(path) != data:
+                return False
+        except NotFoundError:
+            return False
+        self.delete(path)
+        return True
+
     @abstractmethod
     def put_file(self, path: str, local_file: str) -> ObjectInfo:
         """Upload a local file (atomic; large files stream instead of loading in memory)."""

@@ -44,7 +44,7 @@ __all__ = ["Crash", "FaultyStorage", "Rule", "parse_rules"]
 _CLASSES = {
     "read": {"get", "get_range", "head"},
     "write": {"put", "put_if_absent", "put_file", "move_file", "copy"},
-    "remove": {"delete", "delete_partial"},
+    "remove": {"delete", "delete_if_equal", "delete_partial"},
 }
 _OPS = {
     "get",
@@ -57,6 +57,7 @@ _OPS = {
     "list",
     "list_partial",
     "delete",
+    "delete_if_equal",
     "delete_partial",
     "copy",
 }
@@ -227,6 +228,11 @@ class FaultyStorage(Storage):
 
     def delete(self, path: str) -> None:
         self._call("delete", path, lambda: self.inner.delete(path))
+
+    def delete_if_equal(self, path: str, data: bytes) -> bool:
+        return bool(
+            self._call("delete_if_equal", path, lambda: self.inner.delete_if_equal(path, data))
+        )
 
     def delete_partial(self, path: str) -> None:
         self._call("delete_partial", path, lambda: self.inner.delete_partial(path))

@@ -244,10 +244,10 @@ class ObStorage(Storage):
         self._check(path)
         local = self.local_path(path)
         if local is not None and os.path.isfile(local) and replace_by_exchange(local, data):
-            return self.head(path)
+            return self._written(path, data)
         plain = self._plain_file(path)
         if plain is not None and publish_new(plain, data, exclusive=False):
-            return self.head(path)
+            return self._written(path, data)
         _call(
             path,
             lambda: obstore.put(self._store, path, data, use_multipart=False),
@@ -255,6 +255,14 @@ class ObStorage(Storage):
             self._where(path),
         )
         return self.head(path)
+
+    def _written(self, path: str, data: bytes) -> ObjectInfo:
+        """The object just written; if another writer deleted or replaced it already
+        (a delete racing the put), what was written, without an ETag."""
+        try:
+            return self.head(path)
+        except NotFoundError:
+            return ObjectInfo(path, len(data), dt.datetime.now(dt.UTC))
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectInfo:
         self._check(path)
@@ -402,6 +410,50 @@ class ObStorage(Storage):
                 pass  # a directory, a permission...: obstore's error says which
         with contextlib.suppress(NotFoundError):
             _call(path, lambda: obstore.delete(self._store, path), "delete", self._where(path))
+
+    def delete_if_equal(self, path: str, data: bytes) -> bool:
+        """Atomic on a local store: the version there is hard-linked to a private hidden
+        name (the path stays as it is) and compared there; other bytes: nothing else is
+        done. The same bytes: the path is renamed away and deleted if it is still that
+        version (same inode); if a newer write took the path in between, that one is
+        linked back (unless a newer still is there). No write is ever lost; only in
+        that last race may a reader miss the newer object for a moment."""
+        self._check(path)
+        plain = self._plain_file(path)
+        if plain is None:
+            return super().delete_if_equal(path, data)
+        seen, taken = self._private(plain), self._private(plain)
+        try:
+            os.link(plain, seen)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+            return False  # missing (or a directory, which no object is)
+        except OSError as e:
+            raise storage_error("delete", plain, e) from e
+        try:
+            with open(seen, "rb") as f:
+                if f.read() != data:
+                    return False
+            try:
+                os.rename(plain, taken)
+            except FileNotFoundError:
+                return False  # deleted meanwhile
+            if os.stat(taken).st_ino == os.stat(seen).st_ino:
+                os.unlink(taken)
+                return True
+            with contextlib.suppress(FileExistsError):  # a newer write: it stays
+                os.link(taken, plain)
+            os.unlink(taken)
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(seen)
+
+    @staticmethod
+    def _private(plain: str) -> str:
+        """A hidden name beside ``plain`` (listings skip it, as a writer's staging file)."""
+        import secrets  # conditional deletes only: not at start
+
+        return f"{plain}#{secrets.randbelow(10**12):012d}"
 
     def copy(self, src: str, dst: str) -> None:
         self._check(src)

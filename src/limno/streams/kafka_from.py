@@ -9,11 +9,24 @@ each batch is ONE commit whose meta records the offsets it covers and the topic'
 full offset map after it. A crash at any moment (SIGKILL included) loses only an
 uncommitted batch, which the restart reads again: nothing is duplicated or skipped.
 
-This holds for one ``kafka from`` of a topic per branch at a time. Before each
-commit the branch's offsets of the topic are read again: when another writer has
-moved them, the sync stops with a ConflictError instead of committing what the
-other may hold too (a second sync that commits in the moment between that check
-and the commit is not caught).
+Two ``kafka from`` of a topic into one branch cannot both commit a record: before
+each commit the branch's offsets of the topic are read again, and when another writer
+has moved them, the sync stops with a ConflictError instead of committing what the
+other may hold too. The commit itself lands only on the head those offsets were read
+from (``load(expect_head=...)``): a writer that commits in between makes it fail,
+and the check is made again on the new head.
+
+Several topics (``topic`` a list, or names separated by commas) go into one pool in
+one run: a batch gathers messages of all of them and is one commit whose meta
+records every topic's offsets. A pool made for several topics is keyed on
+``kafka.topic,kafka.partition,kafka.offset``. ``shaper`` (:mod:`.kafka_shaper`): a
+SQL query over each batch's records whose answer is what is committed.
+
+Keys and values are read in ``format`` (:mod:`.formats`: JSON, the Kafka Connect
+envelope, Avro with a schema registry). A message that does not decode fails its
+batch, or with ``dead_letter`` goes to that pool, committed BEFORE the batch's good
+records with the batch's offsets in its meta, so the pair is exactly once without a
+commit across pools (:mod:`.dead_letters` says why).
 
 Records of all partitions share the pool: the pool made here is keyed on
 ``kafka.offset`` (SPEC section 5), so equal offsets of different partitions are
@@ -29,17 +42,27 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from limno.errors import ConflictError, LimnoError, NotFoundError
-from limno.streams.kafka_offsets import batch_meta, committed_offsets
-from limno.streams.kafka_records import position, records_table
+from limno.errors import (
+    ConflictError,
+    InvalidInputError,
+    LimnoError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from limno.streams.dead_letters import DeadLetters
+from limno.streams.formats import decoder_for
+from limno.streams.kafka_offsets import branch_offsets, topics_meta
+from limno.streams.kafka_records import batch_ranges, decode_records
+from limno.streams.kafka_shaper import Shaper
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from confluent_kafka import Message
 
     from limno.api import Lake, Pool
@@ -47,6 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "POOL_KEY",
+    "TOPICS_KEY",
     "FromOptions",
     "SyncReport",
     "consumer_config",
@@ -57,10 +81,14 @@ __all__ = [
 
 #: the key of a pool ``kafka from`` creates (SPEC section 5)
 POOL_KEY = "kafka.offset"
+#: the key of a pool ``kafka from`` creates for several topics
+TOPICS_KEY = "kafka.topic,kafka.partition,kafka.offset"
 #: most messages asked of the client at once
 _CONSUME_MAX = 10_000
 #: seconds between looks for partitions added to the topic
 _REFRESH = 5.0
+#: commits tried on a branch other writers keep moving
+_ATTEMPTS = 20
 #: seconds a metadata call may take
 _METADATA_TIMEOUT = 15.0
 
@@ -69,7 +97,8 @@ _METADATA_TIMEOUT = 15.0
 class FromOptions:
     """What to sync, and how often to commit."""
 
-    topic: str
+    #: the topic, or several (a list, or names separated by commas)
+    topic: str | Sequence[str]
     pool: str
     bootstrap: str
     branch: str = "main"
@@ -77,6 +106,24 @@ class FromOptions:
     batch_interval: float = 5.0
     #: stop after this many seconds without a new message (None: run until stopped)
     exit_after: float | None = None
+    #: how keys and values are read: a name of :data:`limno.streams.formats.FORMATS`
+    format: str = "json"
+    #: the schema registry of ``format`` avro (None: ``$LIMNO_SCHEMA_REGISTRY``)
+    registry: str | None = None
+    #: ``POOL[@BRANCH]`` for messages that do not decode (None: they fail their batch)
+    dead_letter: str | None = None
+    #: a DuckDB query over each batch's records (:mod:`.kafka_shaper`)
+    shaper: str | None = None
+
+    @property
+    def topics(self) -> list[str]:
+        """The topics, each once, in order."""
+        given = [self.topic] if isinstance(self.topic, str) else list(self.topic)
+        names = [t.strip() for text in given for t in text.split(",")]
+        found = list(dict.fromkeys(t for t in names if t))
+        if not found:
+            raise InvalidInputError("kafka from: no topic named")
+        return found
 
 
 @dataclass
@@ -93,12 +140,13 @@ def kafka_error(bootstrap: str, err: object) -> LimnoError:
     return LimnoError(f"kafka at {bootstrap}: {text}")
 
 
-def _pool(lake: Lake, name: str, log: Callable[[str], None]) -> Pool:
+def _pool(lake: Lake, name: str, topics: int, log: Callable[[str], None]) -> Pool:
     try:
         return lake.pool(name)
     except NotFoundError:
-        log(f"kafka: creating pool {name} (key {POOL_KEY})")
-        return lake.create_pool(name, POOL_KEY)
+        key = POOL_KEY if topics == 1 else TOPICS_KEY
+        log(f"kafka: creating pool {name} (key {key})")
+        return lake.create_pool(name, key)
 
 
 def partitions_of(consumer: Consumer, topic: str, bootstrap: str) -> list[int]:
@@ -134,28 +182,58 @@ class _Sync:
     """One run: the consumer, the offsets so far, the batch being gathered."""
 
     def __init__(
-        self, pool: Pool, consumer: Consumer, opts: FromOptions, log: Callable[[str], None]
+        self,
+        pool: Pool,
+        consumer: Consumer,
+        opts: FromOptions,
+        log: Callable[[str], None],
+        shaper: Shaper | None,
     ):
         self.pool, self.consumer, self.opts, self.log = pool, consumer, opts, log
-        self.offsets = committed_offsets(pool, opts.branch, opts.topic)
-        self.assigned: set[int] = set()
+        self.topics = opts.topics
+        self.shaper = shaper
+        self.offsets = branch_offsets(pool, opts.branch, self.topics)[1]
+        self.decoder = decoder_for(opts.format, opts.registry)
+        self.dead: DeadLetters | None = None  # set by sync_from (--dead-letter)
+        self.assigned: set[tuple[str, int]] = set()
         self.pending: list[Message] = []
         self.report = SyncReport()
 
     def assign_new(self) -> None:
         """Assign partitions not assigned yet: after their last committed offset."""
-        found = partitions_of(self.consumer, self.opts.topic, self.opts.bootstrap)
-        new = [p for p in found if p not in self.assigned]
-        if not new:
-            return
-        starts = [
-            TopicPartition(
-                self.opts.topic, p, self.offsets[p] + 1 if p in self.offsets else OFFSET_BEGINNING
-            )
-            for p in new
-        ]
-        self.consumer.incremental_assign(starts)
-        self.assigned.update(new)
+        starts = []
+        for topic in self.topics:
+            done = self.offsets[topic]
+            for p in partitions_of(self.consumer, topic, self.opts.bootstrap):
+                if (topic, p) not in self.assigned:
+                    starts.append(
+                        TopicPartition(topic, p, done[p] + 1 if p in done else OFFSET_BEGINNING)
+                    )
+        if starts:
+            self.consumer.incremental_assign(starts)
+            self.assigned.update((tp.topic, tp.partition) for tp in starts)
+
+    def _load(self, table: pa.Table, message: str, meta: dict[str, Any]) -> Commit:
+        """Commit ``table`` onto the head at which the branch's offsets were checked to
+        be this sync's (``expect_head``): another writer that commits in between makes
+        the load fail, and the check is made again on the new head."""
+        for _ in range(_ATTEMPTS):
+            head, offsets = branch_offsets(self.pool, self.opts.branch, self.topics)
+            if offsets != self.offsets:
+                raise ConflictError(
+                    f"kafka topic {', '.join(self.topics)}: {self.pool.name}@"
+                    f"{self.opts.branch} got offsets of it from another writer meanwhile: "
+                    "stopped (one 'kafka from' of a topic per branch at a time)"
+                )
+            try:
+                return self.pool.load(
+                    [table], branch=self.opts.branch, message=message, meta=meta, expect_head=head
+                )
+            except PreconditionFailedError:
+                continue  # the branch moved since the check: checked again
+        raise ConflictError(
+            f"{self.pool.name}@{self.opts.branch} moved under each of {_ATTEMPTS} commits"
+        )
 
     def take(self, messages: list[Message]) -> None:
         for m in messages:
@@ -164,35 +242,46 @@ class _Sync:
                 raise kafka_error(self.opts.bootstrap, err)
         self.pending += messages
 
-    def commit(self) -> None:
-        """The pending messages as one commit (nothing when there are none)."""
+    def commit(self) -> bool:
+        """The pending messages as one commit (nothing when there are none); whether a
+        commit was made (the last of ``report.commits``)."""
         if not self.pending:
-            return
+            return False
         batch, self.pending = self.pending, []
-        table = records_table(batch)
-        if committed_offsets(self.pool, self.opts.branch, self.opts.topic) != self.offsets:
-            raise ConflictError(
-                f"kafka topic {self.opts.topic}: {self.pool.name}@{self.opts.branch} got "
-                "offsets of it from another writer meanwhile: stopped (one 'kafka from' of a "
-                "topic per branch at a time)"
-            )
-        ranges: dict[int, tuple[int, int]] = {}
-        for m in batch:
-            p, o = position(m)
-            first, last = ranges.get(p, (o, o))
-            ranges[p] = (min(first, o), max(last, o))
-        offsets = {**self.offsets, **{p: last for p, (_, last) in ranges.items()}}
-        spans = ", ".join(f"{p}:{a}-{b}" for p, (a, b) in sorted(ranges.items()))
-        commit = self.pool.load(
-            [table],
-            branch=self.opts.branch,
-            message=f"kafka {self.opts.topic}: {len(batch)} record(s), partition:offsets {spans}",
-            meta=batch_meta(self.opts.topic, ranges, offsets),
+        # dead letters (when kept) first: see limno.streams.dead_letters
+        table, bad = decode_records(batch, self.decoder, keep_bad=self.dead is not None)
+        if bad and self.dead is not None:
+            dead = self.dead.commit(bad, batch)
+            if not table.num_rows:  # nothing else in the batch: the target gets no commit
+                self.report.commits += [dead] if dead is not None else []
+                return dead is not None
+        if self.shaper is not None:
+            table = self.shaper(table)
+        if not table.num_rows:  # the shaper dropped them all: a restart reads them again
+            self.log(f"kafka: {len(batch)} record(s) dropped by the shaper: nothing committed")
+            return False
+        ranges = batch_ranges(batch)
+        offsets = {
+            topic: {**done, **{p: last for p, (_, last) in ranges.get(topic, {}).items()}}
+            for topic, done in self.offsets.items()
+        }
+        several = len(self.topics) > 1
+        described = "; ".join(
+            (f"{topic} " if several else "")
+            + ", ".join(f"{p}:{a}-{b}" for p, (a, b) in sorted(spans.items()))
+            for topic, spans in sorted(ranges.items())
+        )
+        names = ", ".join(self.topics)
+        commit = self._load(
+            table,
+            f"kafka {names}: {len(batch)} record(s), partition:offsets {described}",
+            topics_meta(ranges, offsets),
         )
         self.offsets = offsets
         self.report.commits.append(commit)
         self.report.records += len(batch)
-        self.log(f"kafka: {commit.id} {len(batch)} record(s) of {self.opts.topic} ({spans})")
+        self.log(f"kafka: {commit.id} {len(batch)} record(s) of {names} ({described})")
+        return True
 
 
 def sync_from(
@@ -203,14 +292,18 @@ def sync_from(
     on_commit: Callable[[Commit], None] = lambda _: None,
     stop: threading.Event | None = None,
 ) -> SyncReport:
-    """Sync ``opts.topic`` into ``opts.pool`` until ``stop`` (the records gathered so
+    """Sync ``opts.topics`` into ``opts.pool`` until ``stop`` (the records gathered so
     far are committed first), or ``opts.exit_after`` seconds without a message;
-    ``on_commit`` hears of each commit as it lands."""
-    pool = _pool(lake, opts.pool, log)
+    ``on_commit`` hears of each commit as it lands. A bad shaper is refused first."""
+    shaper = None if opts.shaper is None else Shaper(opts.shaper)
+    pool = _pool(lake, opts.pool, len(opts.topics), log)
     errors: list[KafkaError] = []
     consumer = Consumer(consumer_config(opts.bootstrap, errors))
     try:
-        sync = _Sync(pool, consumer, opts, log)
+        sync = _Sync(pool, consumer, opts, log, shaper)
+        if opts.dead_letter is not None:
+            target = (pool, opts.branch)
+            sync.dead = DeadLetters.open(lake, opts.dead_letter, opts.topics, log, target)
         sync.assign_new()
         _run(sync, errors, on_commit, stop or threading.Event())
         return sync.report
@@ -248,8 +341,8 @@ def _run(
         if sync.pending and (
             len(sync.pending) >= opts.batch_rows or now - batch_start >= opts.batch_interval
         ):
-            sync.commit()
-            on_commit(sync.report.commits[-1])
+            if sync.commit():
+                on_commit(sync.report.commits[-1])
         elif (
             not sync.pending
             and opts.exit_after is not None
@@ -259,6 +352,6 @@ def _run(
         if now >= refresh_at:
             sync.assign_new()
             refresh_at = now + _REFRESH
-    if sync.pending:  # stopped: what was gathered is committed, as at a batch's end
-        sync.commit()
+    # stopped: what was gathered is committed, as at a batch's end
+    if sync.pending and sync.commit():
         on_commit(sync.report.commits[-1])

@@ -4,11 +4,11 @@ value, headers}``.
 * ``kafka``: where the message was (``partition`` int32, ``offset`` int64) and its
   timestamp (``timestamp[ms, UTC]``; null when the broker has none).
 * ``key``: the key's bytes as UTF-8 text, not parsed (null when absent): keys are
-  mostly ids, and text keeps keys of different shapes in one column.
-* ``value``: the value parsed as JSON (an object becomes a struct; null for a
-  tombstone), typed like ``limno load`` types an ndjson file: pyarrow's JSON reader,
-  else, when values disagree in type, limno's widening rule
-  (:func:`limno.data.python_rows.python_table`).
+  mostly ids, and text keeps keys of different shapes in one column (``--format
+  connect``: a key that is a Connect envelope is decoded, see :mod:`.formats`).
+* ``value``: the value as its format says (:mod:`.formats`; null for a tombstone).
+  JSON by default: an object becomes a struct, typed like ``limno load`` types an
+  ndjson file.
 * ``headers``: a list of ``{key, value}`` text pairs, in the message's order.
 
 A message that does not fit (invalid JSON, a key or header that is not UTF-8, JSON
@@ -18,23 +18,26 @@ naming the topic, partition and offset: nothing of the batch is committed.
 
 from __future__ import annotations
 
-import io
-import json
-import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.json as pjson
 
-from limno.data.input_checks import check_json_nesting
-from limno.data.python_rows import python_table
 from limno.errors import InvalidInputError
+from limno.streams.formats import Decoder, Undecodable
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
-__all__ = ["KAFKA_TYPE", "position", "records_table", "where"]
+__all__ = [
+    "KAFKA_TYPE",
+    "Bad",
+    "batch_ranges",
+    "decode_records",
+    "position",
+    "records_table",
+    "where",
+]
 
 KAFKA_TYPE = pa.struct(
     [
@@ -45,9 +48,6 @@ KAFKA_TYPE = pa.struct(
     ]
 )
 _HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
-#: 19 digits or more: an integer pyarrow's JSON reader would round to a float
-_LONG_INTEGER = re.compile(rb"\d{19}")
-_LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")  # JSON whitespace: safe to flatten
 
 
 def where(message: Message) -> str:
@@ -62,16 +62,64 @@ def position(message: Message) -> tuple[int, int]:
     return partition, offset
 
 
-def records_table(messages: Sequence[Message]) -> pa.Table:
-    """One table of the records of ``messages`` (see the module docstring)."""
-    return pa.table(
+def records_table(messages: Sequence[Message], *, decoder: Decoder | None = None) -> pa.Table:
+    """One table of the records of ``messages`` (see the module docstring), their keys
+    and values read by ``decoder`` (JSON by default); a message that does not decode
+    fails the batch (InvalidInputError naming it)."""
+    return decode_records(messages, decoder)[0]
+
+
+#: a message that did not decode, and why
+Bad = tuple["Message", str]
+
+
+def decode_records(
+    messages: Sequence[Message], decoder: Decoder | None = None, *, keep_bad: bool = False
+) -> tuple[pa.Table, list[Bad]]:
+    """The records of the messages that decode, and (``keep_bad``) those that do not
+    with the reason; without ``keep_bad`` the first that does not fails the batch."""
+    decoder = decoder or Decoder()
+    keys, values, headers, good, bad = [], [], [], [], []
+    for m in messages:
+        try:
+            key, value = m.key(), m.value()
+            parsed = (
+                None if key is None else decoder.parse_key(key),
+                None if value is None else decoder.parse(value),
+                _headers(m),
+            )
+        except Undecodable as e:
+            if not keep_bad:
+                raise InvalidInputError(f"kafka {where(m)}: {e}") from None
+            bad.append((m, str(e)))
+            continue
+        keys.append(parsed[0])
+        values.append(parsed[1])
+        headers.append(parsed[2])
+        good.append(m)
+    topic = messages[0].topic() if messages else ""
+    table = pa.table(
         {
-            "kafka": _kafka_column(messages),
-            "key": pa.array([_text(m, m.key(), "key") for m in messages], pa.string()),
-            "value": _values(messages),
-            "headers": pa.array([_headers(m) for m in messages], _HEADERS_TYPE),
+            "kafka": _kafka_column(good),
+            "key": decoder.key_column(keys),
+            "value": decoder.column(values, [position(m)[1] for m in good], str(topic))
+            if good
+            else pa.nulls(0),  # every message bad: the table is not committed
+            "headers": pa.array(headers, _HEADERS_TYPE),
         }
     )
+    return table, bad
+
+
+def batch_ranges(messages: Sequence[Message]) -> dict[str, dict[int, tuple[int, int]]]:
+    """``{topic: {partition: (first, last) offset}}`` of a batch of messages."""
+    ranges: dict[str, dict[int, tuple[int, int]]] = {}
+    for m in messages:
+        p, o = position(m)
+        spans = ranges.setdefault(str(m.topic()), {})
+        first, last = spans.get(p, (o, o))
+        spans[p] = (min(first, o), max(last, o))
+    return ranges
 
 
 def _kafka_column(messages: Sequence[Message]) -> pa.StructArray:
@@ -90,65 +138,16 @@ def _kafka_column(messages: Sequence[Message]) -> pa.StructArray:
     )
 
 
-def _text(message: Message, raw: bytes | str | None, what: str) -> str | None:
+def _text(raw: bytes | str | None, what: str) -> str | None:
     if raw is None or isinstance(raw, str):
         return raw
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidInputError(f"kafka {where(message)}: its {what} is not UTF-8") from None
+        raise Undecodable(f"its {what} is not UTF-8") from None
 
 
 def _headers(message: Message) -> list[dict[str, str | None]]:
     headers = message.headers() or []
     pairs = headers.items() if isinstance(headers, dict) else headers  # consumed: a list
-    return [
-        {"key": name, "value": _text(message, value, f"header {name!r}")} for name, value in pairs
-    ]
-
-
-def _values(messages: Sequence[Message]) -> pa.Array | pa.ChunkedArray:
-    """The values parsed as JSON, one column: each is checked here first (an error
-    names its message), then the block of all is read by pyarrow, or in Python when
-    pyarrow would type it differently from ``limno load``."""
-    parsed: list[Any] = []
-    lines: list[bytes] = []
-    for m in messages:
-        raw = m.value()
-        if raw is None:
-            parsed.append(None)
-            lines.append(b'{"v":null}\n')
-            continue
-        data = raw.encode() if isinstance(raw, str) else raw
-        try:
-            parsed.append(json.loads(data))
-        except json.JSONDecodeError as e:
-            raise InvalidInputError(f"kafka {where(m)}: invalid JSON ({e.msg})") from None
-        except UnicodeDecodeError:
-            raise InvalidInputError(f"kafka {where(m)}: its value is not UTF-8") from None
-        except RecursionError:
-            raise InvalidInputError(f"kafka {where(m)}: JSON nested too deep") from None
-        # valid JSON, hence one value: it cannot break out of the wrapping object
-        lines.append(b'{"v":' + data.translate(_LINE_BREAKS) + b"}\n")
-    block = b"".join(lines)
-    try:
-        check_json_nesting("kafka", block, 1)  # deep JSON crashes pyarrow's parser
-    except InvalidInputError as e:
-        found = re.search(r"line (\d+)", str(e))
-        line = int(found.group(1)) if found else 1
-        raise InvalidInputError(
-            f"kafka {where(messages[min(line, len(messages)) - 1])}: JSON nested too deep"
-        ) from None
-    if _LONG_INTEGER.search(block) is None:
-        try:
-            opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
-            return pjson.read_json(io.BytesIO(block), read_options=opts).column("v")
-        except (pa.ArrowInvalid, KeyError):
-            pass  # values of disagreeing types: widened below
-    first = messages[0]
-    table = python_table(
-        f"kafka topic {first.topic()}",
-        [{"v": v} for v in parsed],
-        [position(m)[1] for m in messages],
-    )
-    return table.column("v")
+    return [{"key": name, "value": _text(value, f"header {name!r}")} for name, value in pairs]

@@ -15,10 +15,23 @@ written after one before it failed for good; such a failure stops the run), so
 whatever a crash (SIGKILL included) leaves, each partition holds a prefix of its
 records, and a rerun continues exactly after it. A target partition
 whose last message has no such header was written by someone else: refused.
+
+Transactional (``transactional_id``): the messages go in transactions (of
+:data:`_TRANSACTION` messages each), for readers that must never see a message twice
+even from a producer that lived on after its run was thought dead (a zombie: a paused
+process, a network partition). On start ``init_transactions`` fences every older
+producer of the id (their writes fail from then on) and aborts the transaction one of
+them left open; only then are the topic's last messages read. Aborted messages are
+invisible to ``read_committed`` consumers (which ``kafka from`` is), and the resume
+skips them and the transaction markers alike, reading back from a partition's end to
+its last committed message. One id per target topic and run at a time: a second run
+with the same id fences the first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,8 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from limno.data.json_text import json_text
 from limno.errors import InvalidInputError, LimnoError
+from limno.streams.formats import encoder_for
 from limno.streams.kafka_from import consumer_config, kafka_error, partitions_of
 from limno.streams.kafka_records import KAFKA_TYPE
 
@@ -37,12 +50,14 @@ if TYPE_CHECKING:
 
     from limno.api import Lake
 
-__all__ = ["OFFSET_HEADER", "ToOptions", "sync_to"]
+__all__ = ["OFFSET_HEADER", "ToOptions", "producer_config", "sync_to"]
 
 #: the header of a produced message naming its record's source offset
 OFFSET_HEADER = "limno.offset"
 #: seconds to wait for a partition's last message, and for the producer's last acks
 _TIMEOUT = 60.0
+#: messages per transaction of a transactional producer
+_TRANSACTION = 100_000
 
 
 @dataclass
@@ -55,13 +70,19 @@ class ToOptions:
     ref: str | None = None
     #: the records of this source topic (None: the pool's only one)
     source_topic: str | None = None
+    #: how keys and values are written: a name of :data:`limno.streams.formats.FORMATS`
+    format: str = "json"
+    #: the schema registry of ``format`` avro (None: ``$LIMNO_SCHEMA_REGISTRY``)
+    registry: str | None = None
+    #: produce in transactions with this ``transactional.id`` (None: idempotent only)
+    transactional_id: str | None = None
 
 
 def _resume_points(opts: ToOptions, needed: set[int]) -> dict[int, int]:
     """``{partition: last source offset it holds}`` (-1: none yet) of each partition of
     the topic, which must have every partition in ``needed``."""
     errors: list[KafkaError] = []
-    consumer = Consumer(consumer_config(opts.bootstrap, errors))
+    consumer = Consumer({**consumer_config(opts.bootstrap, errors), "enable.partition.eof": True})
     try:
         partitions = partitions_of(consumer, opts.topic, opts.bootstrap)
         if not needed <= set(partitions):
@@ -75,15 +96,43 @@ def _resume_points(opts: ToOptions, needed: set[int]) -> dict[int, int]:
 
 
 def _last_source_offset(consumer: Consumer, opts: ToOptions, partition: int) -> int:
+    """The ``limno.offset`` of the partition's last message (-1: it has none). Its last
+    offsets may be transaction markers or aborted messages, which a read_committed
+    consumer skips: the look goes back a window that grows until a message is found."""
     tp = TopicPartition(opts.topic, partition)
     try:
         low, high = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT)
     except KafkaException as e:
         raise kafka_error(opts.bootstrap, e.args[0] if e.args else e) from None
-    if high <= low:
-        return -1
-    consumer.assign([TopicPartition(opts.topic, partition, high - 1)])
-    message = _one_message(consumer, opts)
+    window = 1
+    while high > low:
+        start = max(low, high - window)
+        message = _last_message(consumer, opts, TopicPartition(opts.topic, partition, start))
+        if message is not None:
+            return _source_offset(message, opts)
+        if start == low:
+            break
+        window *= 16
+    return -1
+
+
+def _last_message(consumer: Consumer, opts: ToOptions, start: TopicPartition) -> Message | None:
+    """The last message from ``start`` to the partition's end (None: none there)."""
+    consumer.assign([start])
+    last = None
+    deadline = time.monotonic() + _TIMEOUT
+    while time.monotonic() < deadline:
+        for message in consumer.consume(1000, timeout=1.0):
+            err = message.error()
+            if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                return last
+            if err is not None:
+                raise kafka_error(opts.bootstrap, err)
+            last = message
+    raise kafka_error(opts.bootstrap, f"topic {opts.topic}: its end not reached in {_TIMEOUT:.0f}s")
+
+
+def _source_offset(message: Message, opts: ToOptions) -> int:
     headers = message.headers() or []
     for name, value in headers.items() if isinstance(headers, dict) else headers:
         if name == OFFSET_HEADER and value is not None:
@@ -91,18 +140,9 @@ def _last_source_offset(consumer: Consumer, opts: ToOptions, partition: int) -> 
             if text.isdigit():
                 return int(text)
     raise InvalidInputError(
-        f"kafka topic {opts.topic} partition {partition} offset {high - 1}: no "
-        f"{OFFSET_HEADER} header: the topic holds messages 'kafka to' did not write"
+        f"kafka topic {opts.topic} partition {message.partition()} offset {message.offset()}: "
+        f"no {OFFSET_HEADER} header: the topic holds messages 'kafka to' did not write"
     )
-
-
-def _one_message(consumer: Consumer, opts: ToOptions) -> Message:
-    for message in consumer.consume(1, timeout=_TIMEOUT):
-        err = message.error()
-        if err is not None:
-            raise kafka_error(opts.bootstrap, err)
-        return message
-    raise kafka_error(opts.bootstrap, f"no message from topic {opts.topic} in {_TIMEOUT:.0f}s")
 
 
 def _records(lake: Lake, opts: ToOptions) -> pa.Table:
@@ -132,28 +172,114 @@ def _records(lake: Lake, opts: ToOptions) -> pa.Table:
     return keyed.sort_by([("__p", "ascending"), ("__o", "ascending")])
 
 
-def _messages(table: pa.Table, resume: dict[int, int]) -> Iterator[dict[str, Any]]:
+def _type(table: pa.Table, column: str) -> pa.DataType:
+    return table.schema.field(column).type if column in table.column_names else pa.null()
+
+
+def _messages(table: pa.Table, resume: dict[int, int], opts: ToOptions) -> Iterator[dict[str, Any]]:
     """produce() arguments of the records after each partition's resume point."""
-    for row in table.to_pylist():
-        partition, offset = row["__p"], row["__o"]
-        if offset <= resume[partition]:
-            continue
-        value = row.get("value")
-        headers = [(h["key"], h["value"]) for h in row.get("headers") or []]
+    table = _after(table, resume)
+    if opts.format == "json":
+        table = _json_values(table)
+    encode_key, encode_value = (
+        encoder_for(
+            opts.format,
+            _type(table, name),
+            key=name == "key",
+            topic=opts.topic,
+            registry=opts.registry,
+        )
+        for name in ("key", "value")
+    )
+    # column by column (a whole table's to_pylist builds a dict per row: slower)
+    columns = [
+        table.column(name).to_pylist() if name in table.column_names else [None] * len(table)
+        for name in ("__p", "__o", "key", "value", "headers")
+    ]
+    for partition, offset, key, value, headers in zip(*columns, strict=True):
         yield {
             "partition": partition,
-            "key": row.get("key"),
-            "value": None
-            if value is None
-            else (value if isinstance(value, str) else json_text(value)),
-            "headers": [*headers, (OFFSET_HEADER, str(offset))],
+            "key": encode_key(key),
+            "value": encode_value(value),
+            "headers": [
+                *((h["key"], h["value"]) for h in headers or ()),
+                (OFFSET_HEADER, str(offset)),
+            ],
         }
+
+
+def _json_native(typ: pa.DataType) -> bool:
+    """Whether DuckDB's ``to_json`` writes values of ``typ`` as :func:`json_text` does
+    (the same JSON values: numbers, text, booleans, nulls, objects and arrays)."""
+    if pa.types.is_struct(typ):
+        return all(_json_native(typ.field(i).type) for i in range(typ.num_fields))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _json_native(typ.value_type)
+    return (
+        pa.types.is_integer(typ)
+        or pa.types.is_float64(typ)  # float32: DuckDB writes the float's shortest text
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_null(typ)
+    )
+
+
+def _json_values(table: pa.Table) -> pa.Table:
+    """Object or array values as their compact JSON text, made by DuckDB for the whole
+    column at once (per value in Python it is the slowest step of a produce)."""
+    if "value" not in table.column_names:
+        return table
+    typ = table.schema.field("value").type
+    nested = pa.types.is_struct(typ) or pa.types.is_list(typ) or pa.types.is_large_list(typ)
+    if not nested or not _json_native(typ) or not len(table):
+        return table
+    import duckdb  # only for a produce of JSON objects
+
+    con = duckdb.connect()
+    try:
+        con.register("records", table.select(["value"]))
+        texts = con.sql("SELECT to_json(value)::VARCHAR AS v FROM records").to_arrow_table()
+    finally:
+        con.close()
+    at = table.column_names.index("value")
+    return table.set_column(at, "value", texts.column("v"))
+
+
+def _after(table: pa.Table, resume: dict[int, int]) -> pa.Table:
+    """The rows after their partition's resume point."""
+    if not len(table):
+        return table
+    points = pa.array([resume.get(p, -1) for p in range(max(resume, default=0) + 1)], pa.int64())
+    return table.filter(pc.greater(table.column("__o"), points.take(table.column("__p"))))
+
+
+def producer_config(
+    bootstrap: str, errors: list[KafkaError], transactional_id: str | None = None
+) -> dict[str, Any]:
+    """An idempotent, gapless producer (see the module docstring); transactional with
+    ``transactional_id``."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": True,
+        # a batch that fails for good while later ones land would leave a gap, which
+        # the resume (after the last message) would skip: make it fatal instead
+        "enable.gapless.guarantee": True,
+        "acks": "all",
+        # throughput: bigger batches a little later (acks wait for the whole batch)
+        "linger.ms": 20,
+        "batch.num.messages": 50_000,
+        "queue.buffering.max.messages": 500_000,
+        "log_level": 0,
+        "error_cb": errors.append,
+    }
+    if transactional_id is not None:
+        config["transactional.id"] = transactional_id
+    return config
 
 
 def sync_to(lake: Lake, opts: ToOptions, *, log: Callable[[str], None] = lambda _: None) -> int:
     """Produce what the topic does not hold yet; the number of messages produced."""
-    table = _records(lake, opts)
-    resume = _resume_points(opts, set(pc.unique(table.column("__p")).to_pylist()))
     errors: list[KafkaError] = []
     failed: list[str] = []
 
@@ -161,20 +287,14 @@ def sync_to(lake: Lake, opts: ToOptions, *, log: Callable[[str], None] = lambda 
         if err is not None:
             failed.append(err.str())
 
-    producer = Producer(
-        {
-            "bootstrap.servers": opts.bootstrap,
-            "enable.idempotence": True,
-            # a batch that fails for good while later ones land would leave a gap, which
-            # the resume (after the last message) would skip: make it fatal instead
-            "enable.gapless.guarantee": True,
-            "acks": "all",
-            "log_level": 0,
-            "error_cb": errors.append,
-        }
-    )
+    producer = Producer(producer_config(opts.bootstrap, errors, opts.transactional_id))
+    txn = _Transactions(producer, opts)
+    txn.start()  # before the resume points are read: a fenced zombie can add nothing after
+    table = _records(lake, opts)
+    resume = _resume_points(opts, set(pc.unique(table.column("__p")).to_pylist()))
     produced = 0
-    for message in _messages(table, resume):
+    for message in _messages(table, resume, opts):
+        txn.before_message()
         while True:
             try:
                 producer.produce(opts.topic, on_delivery=delivered, **message)
@@ -182,15 +302,68 @@ def sync_to(lake: Lake, opts: ToOptions, *, log: Callable[[str], None] = lambda 
             except BufferError:  # the client's queue is full: let it send
                 producer.poll(1.0)
         produced += 1
-        producer.poll(0)
-        if failed or any(e.fatal() for e in errors):
-            break
-    left = producer.flush(_TIMEOUT)
+        if not produced % 1000:  # delivery callbacks, now and then
+            producer.poll(0)
+            if failed or any(e.fatal() for e in errors):
+                break
+    left = 0 if failed else txn.finish()
     problem = failed[0] if failed else next((e.str() for e in errors if e.fatal()), None)
     if problem is not None or left:
+        txn.abort()
         raise LimnoError(
             f"kafka at {opts.bootstrap}: producing to {opts.topic} failed "
             f"({problem or f'{left} message(s) unacknowledged'}): rerun to resume"
         )
     log(f"kafka: {produced} record(s) of {opts.pool} produced to {opts.topic}")
     return produced
+
+
+class _Transactions:
+    """With ``opts.transactional_id``: messages in transactions of :data:`_TRANSACTION`
+    messages each; without, nothing but the final flush."""
+
+    def __init__(self, producer: Producer, opts: ToOptions) -> None:
+        self.producer, self.opts = producer, opts
+        self.on = opts.transactional_id is not None
+        self.open = 0  # messages in the open transaction
+
+    def _call(self, what: str, fn: Callable[..., None], *args: float) -> None:
+        try:
+            fn(*args)
+        except KafkaException as e:
+            err = e.args[0] if e.args else e
+            text = err.str() if isinstance(err, KafkaError) else str(err)
+            raise LimnoError(
+                f"kafka at {self.opts.bootstrap}: {what} of transactional id "
+                f"{self.opts.transactional_id!r} failed ({text}): rerun to resume"
+            ) from None
+
+    def start(self) -> None:
+        """init_transactions: fences an older producer of the id (a zombie of a crashed
+        run) and aborts its open transaction."""
+        if self.on:
+            self._call("init_transactions", self.producer.init_transactions, _TIMEOUT)
+
+    def before_message(self) -> None:
+        if not self.on:
+            return
+        if self.open >= _TRANSACTION:
+            self._call("commit_transaction", self.producer.commit_transaction, _TIMEOUT)
+            self.open = 0
+        if not self.open:
+            self._call("begin_transaction", self.producer.begin_transaction)
+        self.open += 1
+
+    def finish(self) -> int:
+        """The last transaction committed (or, idempotent: every message acknowledged);
+        how many messages are left unacknowledged."""
+        if self.on and self.open:
+            self._call("commit_transaction", self.producer.commit_transaction, _TIMEOUT)
+            self.open = 0
+        return int(self.producer.flush(_TIMEOUT))
+
+    def abort(self) -> None:
+        """The open transaction aborted, if it can be (a rerun resumes either way)."""
+        if self.on and self.open:
+            with contextlib.suppress(KafkaException):
+                self.producer.abort_transaction(_TIMEOUT)

@@ -59,8 +59,14 @@ async def _session_header(scope: Scope) -> bytes | None:
     session = signer.loads(jar.get(COOKIE))
     if session is None or not session.key_id:
         return None
+    key_id, generation = session.key_id, session.generation
+
+    def secret_of_session() -> str:  # a signed-out session's cookie opens no stream
+        authenticator.session_user(key_id, generation)
+        return authenticator.secret(key_id)[1]
+
     try:
-        _, secret = await run_in_threadpool(authenticator.secret, session.key_id)
+        secret = await run_in_threadpool(secret_of_session)
     except UnauthenticatedError:
         return None
     return authorization_header(Credentials(session.key_id, secret)).encode("latin-1")

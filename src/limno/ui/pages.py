@@ -139,8 +139,10 @@ async def visitor(request: Request) -> Viewer:
     user = None
     if authenticator is not None and session.key_id:
         try:
-            user = (await run_in_threadpool(authenticator.secret, session.key_id))[0]
-        except UnauthenticatedError:  # the key (or its user) is gone: a new session
+            user = await run_in_threadpool(
+                authenticator.session_user, session.key_id, session.generation
+            )
+        except UnauthenticatedError:  # the key (or its user) is gone, or signed out
             session, fresh = Session.fresh(), True
     viewer = Viewer(user, session, signer.csrf(session), authenticator is not None, fresh)
     request.state.ui_viewer = viewer

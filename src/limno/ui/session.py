@@ -1,7 +1,8 @@
 """Sign-in sessions of the web UI: a signed cookie, the user behind it, CSRF tokens.
 
 **The cookie.** Every visitor gets one (``limno_session``): a small JSON document
-(the access key id once signed in, a random nonce, an expiry) and its HMAC-SHA256,
+(the access key id once signed in and the key's session generation then, a random
+nonce, an expiry) and its HMAC-SHA256,
 keyed by a key derived from the server's ``LIMNO_AUTH_SECRET`` (the secret every
 server of a lake shares, so any worker process accepts any worker's cookie; an
 auth server without it in its environment uses a random key of its own). It
@@ -10,6 +11,17 @@ the key up again through the server's :class:`~limno.auth.verify.Authenticator`
 (which remembers a key a few seconds), so a deleted key or user, or a changed role
 or grant, takes effect on the next page. HttpOnly, ``SameSite=Strict``, ``Secure``
 over https, ``path=/``, 12 hours.
+
+**Signing out revokes.** A signed cookie alone would stay valid until it expires,
+so a copy of it (taken from a shared computer, a log, a proxy) would outlive the
+sign-out. Each key has a session *generation* in the auth store (``sessions`` in
+its record); a session carries the generation it was signed in at and holds only
+while the key's is still the same. Signing out bumps the key's generation: every
+UI session signed in with that key ends (in every browser: "sign out everywhere",
+with one small record per key instead of a list of sessions to keep and prune).
+The server that signs out sees it at once; other server processes of the lake
+within the seconds they remember a key (``AUTH_CACHE_SECONDS``). Deleting the key
+or its user ends its sessions the same way (the key is gone).
 
 **CSRF.** Every POST carries a token (form field ``csrf`` or header
 ``X-CSRF-Token``) that is the HMAC of the session's nonce: a page of another site
@@ -56,10 +68,12 @@ class Session:
     nonce: str
     expires: int
     key_id: str | None = None
+    #: the key's session generation at sign-in (see the module's docstring)
+    generation: int = 0
 
     @classmethod
-    def fresh(cls, key_id: str | None = None) -> Session:
-        return cls(secrets.token_urlsafe(18), int(time.time()) + LIFETIME, key_id)
+    def fresh(cls, key_id: str | None = None, generation: int = 0) -> Session:
+        return cls(secrets.token_urlsafe(18), int(time.time()) + LIFETIME, key_id, generation)
 
 
 class Signer:
@@ -89,7 +103,12 @@ class Signer:
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
     def dumps(self, session: Session) -> str:
-        doc = {"n": session.nonce, "e": session.expires, "k": session.key_id}
+        doc = {
+            "n": session.nonce,
+            "e": session.expires,
+            "k": session.key_id,
+            "g": session.generation,
+        }
         payload = base64.urlsafe_b64encode(json.dumps(doc, separators=(",", ":")).encode())
         text = payload.decode().rstrip("=")
         return f"{text}.{self._mac(text.encode())}"
@@ -103,7 +122,8 @@ class Signer:
             return None
         try:
             doc = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-            session = Session(str(doc["n"]), int(doc["e"]), doc["k"] and str(doc["k"]))
+            key_id = doc["k"] and str(doc["k"])
+            session = Session(str(doc["n"]), int(doc["e"]), key_id, int(doc.get("g", 0)))
         except (ValueError, KeyError, TypeError):
             return None
         return session if session.expires > time.time() else None

@@ -15,6 +15,8 @@ Python API::
     ls.query(lake, 'SELECT level, count(*) FROM "logs@dev" GROUP BY level')  # Arrow
     ls.sql(lake, "SELECT ...")                             # the same, as a DataFrame
     ls.load("logs", ["big.ndjson.gz"], lake=...)           # bulk import of files
+    q = ls.kafka_to_pool("orders", topic="orders", bootstrap=..., checkpoint=..., lake=...)
+    spark.readStream.format("limno").option("lake", ...).load("logs@main")  # new commits
 
 While the Spark Connect server of ``limno spark start`` is up
 (:mod:`limno.engines.spark_server`), :func:`session` attaches to it instead of
@@ -27,11 +29,14 @@ Spark types), :mod:`._read` (snapshots as native Parquet scans), :mod:`._write`
 written by Spark's own Parquet writer, then described and published),
 :mod:`._load` (bulk import of files; the ``auto`` choice is in
 :mod:`limno.engines.choice`), :mod:`._query`
-(SQL), :mod:`._source` (``format("limno")``, a Python Data Source).
+(SQL), :mod:`._source` (``format("limno")``, a Python Data Source), :mod:`._stream`
+(``readStream.format("limno")``), :mod:`._kafka` (Kafka into a pool by Structured
+Streaming, one commit per micro-batch).
 """
 
 from __future__ import annotations
 
+from ._kafka import PoolSink, kafka_records, kafka_to_pool
 from ._load import load
 from ._query import query, sql, table
 from ._read import frame, read, scan
@@ -48,12 +53,15 @@ from ._write import (
 
 __all__ = [
     "LimnoDataSource",
+    "PoolSink",
     "commit_objects",
     "compaction_runner",
     "frame",
     "hadoop_uri",
     "jars",
     "jars_dir",
+    "kafka_records",
+    "kafka_to_pool",
     "load",
     "merge_groups",
     "merge_sorted_objects",

@@ -16,7 +16,9 @@ data objects (cut at the target size and at the leaf partitions' bounds); the
 driver then makes one commit of every task's objects, or, if the job fails,
 deletes them. ``mode("overwrite")`` replaces the branch's objects in that same
 commit. Options: ``lake`` (else ``LIMNO_LAKE`` or the default location),
-``message`` and ``author`` for the commit.
+``message`` and ``author`` for the commit; the ref may also be given as the options
+``pool`` and ``branch``. ``spark.readStream.format("limno")`` streams a branch's new
+commits (:mod:`._stream`).
 """
 
 from __future__ import annotations
@@ -40,13 +42,14 @@ from limno.core.leases import Leases
 from limno.data import scan as _scan
 from limno.data.keys import PoolKey
 from limno.data.objects import DataObject
-from limno.data.schema import conform, unify
+from limno.data.schema import unify
 from limno.data.writer import delete_objects
 from limno.errors import InvalidInputError
 from limno.lake import Lake
 
 from ._read import open_pool
 from ._session import LakeSpec
+from ._stream import LimnoStreamReader, conformed_batches
 from ._types import spark_arrow_schema, spark_type
 
 if TYPE_CHECKING:
@@ -72,6 +75,9 @@ class LimnoDataSource(DataSource):
 
     def _open(self) -> tuple[RecordPool, str]:
         target = self.options.get("path")
+        if not target and self.options.get("pool"):
+            branch = self.options.get("branch")
+            target = self.options["pool"] + (f"@{branch}" if branch else "")
         if not target:
             raise InvalidInputError('format("limno") needs a ref: .load("pool@ref") or .save(...)')
         pool, ref = open_pool(target, self.options.get("lake"))
@@ -87,6 +93,14 @@ class LimnoDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         pool, ref = self._open()
         return _Reader(pool, pool.objects(ref))
+
+    def streamReader(self, schema: StructType) -> LimnoStreamReader:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        pool, branch = self._open()
+        target = to_arrow_schema(schema)
+        starting = self.options.get("startingCommit") or "earliest"
+        return LimnoStreamReader(pool, branch, starting, target, spark_arrow_schema(target))
 
     def writer(self, schema: StructType, overwrite: bool) -> _Writer:
         pool, branch = self._open()
@@ -138,8 +152,7 @@ class _Reader(DataSourceReader):
         objs = [DataObject.from_json(o) for o in partition.objects]
         out = spark_arrow_schema(self.target)
         for t in pool.iterated(_scan.scan(store, self.pool_id, objs, self.key)):
-            t = conform(t, unify([self.target, t.schema])).select(self.target.names)
-            yield from t.cast(out, safe=False).to_batches(max_chunksize=65536)
+            yield from conformed_batches(t, self.target, out)
 
 
 @dataclass

@@ -40,7 +40,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
-from limno.errors import InvalidInputError, LimnoError, MultipartError, NotFoundError
+from limno.errors import (
+    AlreadyExistsError,
+    InvalidInputError,
+    LimnoError,
+    MultipartError,
+    NotFoundError,
+)
 from limno.ksuid import is_ksuid, ksuid
 from limno.pools.files.blobs import CHUNK, Blob, BlobWriter, read_blob
 from limno.pools.files.entries import DEFAULT_CONTENT_TYPE, FileEntry, now_mtime
@@ -48,7 +54,7 @@ from limno.pools.files.paths import validate_path, validate_prefix
 
 if TYPE_CHECKING:
     from limno.core.versioning import Versioned
-    from limno.storage import Storage
+    from limno.storage import ObjectInfo, Storage
 
 __all__ = [
     "DEFAULT_EXPIRY",
@@ -399,6 +405,7 @@ class Multipart:
         docs = [d for d in records if d is not None]
         self.pool.versioned.writable_head(up.branch)
         with self.pool.versioned.writing(_LEASE_OP + upload_id) as since:
+            self.upload(upload_id)  # under the lease: not expired meanwhile (expired_uploads)
             blob = self._concatenate(upload_id, docs)
             entry = FileEntry(
                 path=up.path,
@@ -474,7 +481,15 @@ def expired_uploads(
     An upload's age is that of its newest file (its record, a part, a part being
     written), so an upload whose client keeps sending parts is never idle, and one
     whose part or completion is being written by a live process (its lease) is kept
-    however long that takes."""
+    however long that takes.
+
+    Freeing one is delete-then-recheck, so no part upload that began before it is
+    lost: the upload's record goes first (from then on a part upload, which takes
+    its lease *before* checking the record, is refused), then the leases are read
+    and the upload's files looked at again. A part upload or completion that checked
+    the record before it went holds its lease now, or has written a file since the
+    cutoff (it finished meanwhile): the record is put back and the upload kept.
+    Otherwise nobody can write to it any more and its files are removed."""
     storage = pool.storage
     cutoff = (now or dt.datetime.now(dt.UTC)) - older_than
     top = f"{pool.id}/{UPLOAD_DIR}"
@@ -484,14 +499,34 @@ def expired_uploads(
     for prefix in prefixes:
         upload_id = prefix.rstrip("/").rsplit("/", 1)[-1]
         base = f"{top}/{upload_id}"
-        files = [*storage.walk(base), *storage.list_partial(base)]
+        files = _files(storage, base)
         if upload_id in busy or any(info.last_modified > cutoff for info in files):
             continue
+        if not dry_run and not _free(pool, upload_id, base, cutoff):
+            continue
         removed.append(ExpiredUpload(upload_id, f"{base}/", sum(i.size for i in files)))
-        if not dry_run:
-            storage.delete(f"{base}/upload.json")  # first: the upload is gone from then on
-            _remove_tree(storage, base)
     return removed
+
+
+def _free(pool: _Pool, upload_id: str, base: str, cutoff: dt.datetime) -> bool:
+    """Free one idle upload (see :func:`expired_uploads`); False when a writer turned
+    up after all (the upload is kept, its record restored)."""
+    storage, record = pool.storage, f"{base}/upload.json"
+    try:
+        kept: bytes | None = storage.get(record)
+    except NotFoundError:
+        kept = None  # a leftover of a completed or aborted upload
+    storage.delete(record)  # first: the upload is gone from then on
+    # leases, then files: a writer whose lease ended before the leases were read has
+    # written its files before the walk
+    busy = upload_id in _busy_uploads(pool)
+    if busy or any(i.last_modified > cutoff for i in _files(storage, base)):
+        if kept is not None:
+            with contextlib.suppress(AlreadyExistsError):
+                storage.put_if_absent(record, kept)
+        return False
+    _remove_tree(storage, base)
+    return True
 
 
 def expire_uploads(
@@ -499,6 +534,11 @@ def expire_uploads(
 ) -> list[str]:
     """The ids of the uploads :func:`expired_uploads` freed."""
     return [e.id for e in expired_uploads(pool, older_than, now)]
+
+
+def _files(storage: Storage, base: str) -> list[ObjectInfo]:
+    """Every file of an upload, partial files of writers at work too."""
+    return [*storage.walk(base), *storage.list_partial(base)]
 
 
 def _remove_tree(storage: Storage, base: str) -> None:

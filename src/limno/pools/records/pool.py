@@ -390,12 +390,17 @@ class RecordPool(Branching, Indexing, Maintenance):
         message: str = "",
         author: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        *,
+        expect_head: str | None = None,
     ) -> Commit:
-        """Write and commit in one step: one commit per call."""
+        """Write and commit in one step: one commit per call. With ``expect_head`` the
+        commit lands only on that head (PreconditionFailedError if the branch moved)."""
         self.versioned.writable_head(branch)  # a protected branch: refused before any write
         with self.versioned.writing("load") as since:
             objs = self.write(sources, fmt, branch)
-            return self.commit_objects(objs, branch, message, author, meta, since)
+            return self.commit_objects(
+                objs, branch, message, author, meta, since, expect_head=expect_head
+            )
 
     def commit_objects(
         self,
@@ -405,10 +410,13 @@ class RecordPool(Branching, Indexing, Maintenance):
         author: str | None = None,
         meta: Mapping[str, Any] | None = None,
         since: int | None = None,
+        *,
+        expect_head: str | None = None,
     ) -> Commit:
         """One commit adding objects already written; ``since`` is the gc ticket read
         before they were written. Their key types are checked against the snapshot the
-        commit lands on (again on a rebase)."""
+        commit lands on (again on a rebase). ``expect_head``: on that head only, no
+        rebase (PreconditionFailedError if the branch moved)."""
         rows = sum(o.rows for o in objs)
         actions = [Action("add", o.id, o.to_json()) for o in objs]
         commit = self.versioned.commit(
@@ -419,6 +427,8 @@ class RecordPool(Branching, Indexing, Maintenance):
             meta=meta,
             since=since,
             validate=self.keys_fit(objs),
+            expected_head=expect_head,
+            rebase=expect_head is None,
         )
         parent = self.versioned.commits.get(commit.parents[0])
         snapshot_cache.remember_added(

@@ -102,8 +102,10 @@ async def load(
     spark_conf: str | None = None,
     parts: str | None = None,
     name: str = "-",
+    expect_head: str | None = None,
 ) -> dict[str, Any]:
-    """Load the body's sources in one commit (``meta``, ``spark_conf``: JSON objects)."""
+    """Load the body's sources in one commit (``meta``, ``spark_conf``: JSON objects);
+    ``expect_head``: only onto that head of the branch (412 if it moved)."""
     author = author_of(request, author)  # before the body is read: 403 changes nothing
     meta_doc = query_json(meta, "meta")
     conf = query_json(spark_conf, "spark_conf")
@@ -121,6 +123,7 @@ async def load(
                     engine=engine,
                     spark_master=spark_master,
                     spark_conf=conf,
+                    expect_head=expect_head,
                 )
             return wire.commit_to_json(commit)
 

@@ -83,8 +83,9 @@ def status(
     request: Request, pool: str, ref: str | None = None, limit: int = 20, rows: int | None = None
 ) -> dict[str, str]:
     """Report title -> the report, an Arrow IPC stream in base64 (``rows``: partitions
-    and files cut to their first rows, their counts in the schema's metadata)."""
-    reports = pool_of(request, pool).status(ref, limit, rows)
+    and files cut to their first rows, their counts in the schema's metadata). A file
+    pool's reports are its branches and open uploads (limno.pools.files.status)."""
+    reports = versioned_of(request, pool).status(ref, limit, rows)
     return {title: base64.b64encode(table_bytes(t)).decode() for title, t in reports.items()}
 
 

@@ -1,0 +1,239 @@
+"""Message formats of ``kafka from`` (decoders) and ``kafka to`` (encoders).
+
+A decoder turns a batch into columns in two steps: :meth:`Decoder.parse` of each
+message's bytes (raising :class:`Undecodable` with the reason for one that does not
+fit, so a caller can fail the batch naming it, or set it aside as a dead letter), then
+:meth:`Decoder.column` of the parsed values of the messages kept. Formats:
+
+* ``json``: the value parsed as JSON, typed like ``limno load`` types an ndjson file
+  (pyarrow's JSON reader over the batch, else limno's widening rule); keys are text.
+* ``connect``: the Kafka Connect JSON envelope (:mod:`.formats_connect`): the payload
+  typed by its schema; a key that is an envelope too is decoded likewise (keys of a
+  batch that are not all envelopes stay text).
+* ``avro``: Confluent's wire format, schemas from a registry (:mod:`.formats_avro`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.json as pjson
+
+from limno.data.input_checks import MAX_NESTING, check_json_nesting
+from limno.data.json_text import json_text
+from limno.data.python_rows import BUILD_ERRORS, python_table
+from limno.data.schema import coerce as to_type
+from limno.errors import InvalidInputError
+from limno.streams import formats_connect as connect
+from limno.streams.formats_connect import Undecodable
+
+__all__ = [
+    "FORMATS",
+    "ConnectDecoder",
+    "Decoder",
+    "Encoder",
+    "JsonDecoder",
+    "Undecodable",
+    "decoder_for",
+    "encoder_for",
+    "typed_column",
+]
+
+#: the names of the formats, as ``--format`` takes them
+FORMATS = ("json", "connect", "avro")
+#: 19 digits or more: an integer pyarrow's JSON reader would round to a float
+_LONG_INTEGER = re.compile(rb"\d{19}")
+_LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")  # JSON whitespace: safe to flatten
+
+
+def _bytes(raw: bytes | str) -> bytes:
+    return raw.encode() if isinstance(raw, str) else raw
+
+
+def _text_column(raws: Sequence[bytes | str | None]) -> pa.Array:
+    return pa.array([r.decode() if isinstance(r, bytes) else r for r in raws], pa.string())
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """A message's bytes as JSON (Undecodable: not JSON, not UTF-8, too deep)."""
+    data = _bytes(raw)
+    try:
+        if data.count(b"{") + data.count(b"[") > MAX_NESTING:  # else it cannot be too deep
+            check_json_nesting("kafka", data, 1, outer=1)
+        return json.loads(data)
+    except json.JSONDecodeError as e:
+        raise Undecodable(f"invalid JSON ({e.msg})") from None
+    except UnicodeDecodeError:
+        raise Undecodable("its value is not UTF-8") from None
+    except (RecursionError, InvalidInputError):
+        raise Undecodable("JSON nested too deep") from None
+
+
+class Decoder:
+    """JSON values, text keys (the default); subclasses override what differs."""
+
+    name = "json"
+
+    def parse(self, raw: bytes | str) -> Any:
+        """One value's bytes, parsed (not called for a tombstone: null)."""
+        data = _bytes(raw)
+        return parse_json(data), data
+
+    def column(self, parsed: list[Any], offsets: list[int], topic: str) -> pa.Array:
+        """One column of the parsed values (None: a tombstone); ``offsets`` for errors."""
+        lines = [
+            b'{"v":null}\n' if p is None else b'{"v":' + p[1].translate(_LINE_BREAKS) + b"}\n"
+            for p in parsed
+        ]
+        block = b"".join(lines)
+        if _LONG_INTEGER.search(block) is None:
+            try:
+                opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
+                return pjson.read_json(io.BytesIO(block), read_options=opts).column("v")
+            except (pa.ArrowInvalid, KeyError):
+                pass  # values of disagreeing types: widened below
+        values = [{"v": None if p is None else p[0]} for p in parsed]
+        return python_table(f"kafka topic {topic}", values, offsets).column("v")
+
+    def parse_key(self, raw: bytes | str) -> Any:
+        """One key (not called for a missing key)."""
+        if isinstance(raw, bytes):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise Undecodable("its key is not UTF-8") from None
+        return raw
+
+    def key_column(self, parsed: list[Any]) -> pa.Array:
+        return _text_column(parsed)
+
+
+JsonDecoder = Decoder
+
+
+class ConnectDecoder(Decoder):
+    """The Kafka Connect JSON envelope (see :mod:`.formats_connect`)."""
+
+    name = "connect"
+
+    def parse(self, raw: bytes | str) -> Any:
+        return _envelope(parse_json(raw))
+
+    def column(self, parsed: list[Any], offsets: list[int], topic: str) -> pa.Array:
+        return typed_column(parsed, topic)
+
+    def parse_key(self, raw: bytes | str) -> Any:
+        text = super().parse_key(raw)
+        try:
+            return _envelope(parse_json(text))
+        except Undecodable:
+            return text  # a plain key
+
+    def key_column(self, parsed: list[Any]) -> pa.Array:
+        if all(p is None or isinstance(p, tuple) for p in parsed):
+            return typed_column(parsed, "keys")
+        return _text_column(
+            [p if p is None or not isinstance(p, tuple) else _original(p) for p in parsed]
+        )
+
+
+def _original(parsed: tuple[Any, pa.DataType, Any]) -> str:
+    """A decoded envelope's text again (keys of a batch that mixes envelopes and text)."""
+    return json_text(parsed[2])
+
+
+def _envelope(doc: Any) -> tuple[Any, pa.DataType, Any]:
+    """(value, its Arrow type, the envelope) of a Connect envelope."""
+    if not isinstance(doc, dict) or set(doc) != {"schema", "payload"}:
+        raise Undecodable("not a Kafka Connect envelope ({schema, payload})")
+    schema = doc["schema"]
+    return connect.from_payload(schema, doc["payload"]), connect.arrow_type(schema), doc
+
+
+def typed_column(parsed: list[Any], topic: str, *, coerce: bool = False) -> pa.Array:
+    """Values of (value, type, ...) tuples as one column: their types unified (a field
+    added by a newer schema is null in the older messages); ``coerce``: values made to
+    fit the unified type first (limno's widening rule: Avro unions)."""
+    # by identity first: a decoder hands out one type object per schema (hashing an
+    # Arrow type per message would cost more than building the column)
+    distinct = {id(p[1]): p[1] for p in parsed if p is not None}
+    types = list(dict.fromkeys(distinct.values()))  # equal types of two schemas: once
+    if not types:
+        return pa.nulls(len(parsed), pa.null())
+    typ = types[0]
+    if len(types) > 1:
+        try:
+            typ = (
+                pa.unify_schemas(
+                    [pa.schema([("v", t)]) for t in types], promote_options="permissive"
+                )
+                .field("v")
+                .type
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise InvalidInputError(
+                f"kafka topic {topic}: the messages' Connect schemas disagree ({e})"
+            ) from None
+    values = [None if p is None else p[0] for p in parsed]
+    if coerce:
+        try:
+            return pa.array(values, typ)  # mostly they fit as they are: no pass over them
+        except BUILD_ERRORS:
+            values = [to_type(v, typ) for v in values]
+    return pa.array(values, typ)
+
+
+def decoder_for(fmt: str, registry: str | None = None) -> Decoder:
+    """The decoder of a ``--format`` (``avro``: its schemas from ``registry``, else
+    ``$LIMNO_SCHEMA_REGISTRY``)."""
+    if fmt == "connect":
+        return ConnectDecoder()
+    if fmt == "json":
+        return Decoder()
+    if fmt == "avro":
+        from limno.streams.formats_avro import AvroDecoder
+        from limno.streams.registry_client import registry_url
+
+        return AvroDecoder(registry_url(registry))
+    raise InvalidInputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+#: a value (as ``to_pylist`` gives it) as a message's bytes (None: a tombstone)
+Encoder = Callable[[Any], "str | bytes | None"]
+
+
+def _json_value(value: Any) -> str | None:
+    return None if value is None else (value if isinstance(value, str) else json_text(value))
+
+
+def encoder_for(
+    fmt: str, typ: pa.DataType, *, key: bool = False, topic: str = "", registry: str | None = None
+) -> Encoder:
+    """How ``kafka to`` writes values (or, ``key``: keys) of Arrow type ``typ`` to
+    ``topic`` in format ``fmt``. A text key goes as its text in every format; in
+    ``connect`` a key of another type (one ``kafka from`` decoded from an envelope) as
+    an envelope; in ``avro`` keys go as text (JSON text when not text) and values in
+    Confluent's wire format, their schema registered at ``registry`` first."""
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    plain = pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_null(typ)
+    if fmt == "json" or (key and (plain or fmt == "avro")):
+        return _json_value
+    if fmt == "avro":
+        from limno.streams.formats_avro import avro_encoder
+        from limno.streams.registry_client import registry_url
+
+        return avro_encoder(typ, topic, registry_url(registry))
+    schema = connect.connect_schema(typ)
+
+    def envelope(value: Any) -> str | None:
+        if value is None:
+            return None  # a tombstone stays one
+        return json_text({"schema": schema, "payload": connect.to_payload(schema, value)})
+
+    return envelope
