@@ -16,7 +16,6 @@ SIGTERM, waits (bounded), kills if it must and reaps the process.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 import httpx
 
 from kafka_support import ROOT
-from kafka_support import _free_port as free_port
+from service_support import Service, free_port, on_free_port, spawn, started
 
 __all__ = ["Connect", "jars_dir", "plugins_dir", "start_connect"]
 
@@ -34,9 +33,7 @@ __all__ = ["Connect", "jars_dir", "plugins_dir", "start_connect"]
 READY_TIMEOUT = 240.0
 #: how long a new connector may take until it and its tasks run
 RUNNING_TIMEOUT = 120.0
-STOP_TIMEOUT = 60.0
 _JVM = ["-Xms128m", "-Xmx768m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
-_PORT_TRIES = 3
 
 
 def jars_dir() -> Path:
@@ -48,22 +45,17 @@ def plugins_dir() -> Path:
 
 
 @dataclass
-class Connect:
-    """A running worker: its REST address, process and files."""
+class Connect(Service):
+    """A running worker: its REST address, process and files (log, stop, pause:
+    :class:`Service`)."""
+
+    name = "connect"
+    log_name = "connect.log"
+    tail_lines = 60
 
     url: str
     proc: subprocess.Popen[bytes]
     directory: Path
-
-    @property
-    def log(self) -> Path:
-        return self.directory / "connect.log"
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
     def _request(self, method: str, path: str, body: Any = None) -> httpx.Response:
         with httpx.Client(base_url=self.url, timeout=30.0) as client:
@@ -92,30 +84,11 @@ class Connect:
                     raise RuntimeError(f"connector {name} failed: {failed[0].get('trace')}")
                 if state.get("tasks") and all(u.get("state") == "RUNNING" for u in units):
                     return
-            self._pause()
+            self.pause()
         raise RuntimeError(f"connector {name} not running in {RUNNING_TIMEOUT:.0f}s: {state}")
 
     def delete(self, name: str) -> None:
         self._request("DELETE", f"/connectors/{name}").raise_for_status()
-
-    def _pause(self) -> None:
-        """A short wait between two polls that ends at once should the worker exit."""
-        try:
-            self.proc.wait(0.2)
-        except subprocess.TimeoutExpired:
-            return
-        raise RuntimeError(f"connect exited with code {self.proc.returncode}:\n{self.log_tail()}")
-
-    def stop(self) -> int:
-        """SIGTERM, a bounded wait, SIGKILL if needed; the exit code (reaped)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT)
-        return int(self.proc.returncode)
 
 
 def _properties(directory: Path, bootstrap: str, port: int) -> str:
@@ -168,16 +141,11 @@ def start_connect(directory: Path, bootstrap: str) -> Connect:
             f"no Kafka Connect jars in {jars}: run 'make cdc-setup' (scripts/jars.sh connect)"
         )
     directory.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1, _PORT_TRIES + 1):
-        try:
-            return _start(jars, directory, bootstrap, free_port())
-        except RuntimeError:
-            taken = "Address already in use" in (directory / "connect.log").read_text(
-                errors="replace"
-            )
-            if attempt == _PORT_TRIES or not taken:
-                raise
-    raise AssertionError("unreachable")
+    return on_free_port(
+        lambda: _start(jars, directory, bootstrap, free_port()),
+        directory / Connect.log_name,
+        "Address already in use",
+    )
 
 
 def _start(jars: Path, directory: Path, bootstrap: str, port: int) -> Connect:
@@ -187,36 +155,14 @@ def _start(jars: Path, directory: Path, bootstrap: str, port: int) -> Connect:
     log4j = f"-Dlog4j2.configurationFile={directory / 'log4j2.properties'}"
     command = ["java", *_JVM, log4j, "-cp", f"{jars}/*"]
     command += ["org.apache.kafka.connect.cli.ConnectStandalone", str(config)]
-    with open(directory / "connect.log", "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    started = Connect(f"http://127.0.0.1:{port}", proc, directory)
-    try:
-        _wait_ready(started)
-    except BaseException:
-        started.stop()
-        raise
-    return started
-
-
-def _wait_ready(worker: Connect) -> None:
-    """Until the REST API lists the connector plugins, the worker exits, or the bound."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            answer = worker._request("GET", "/connector-plugins")
-            if answer.status_code == 200:
-                return
-        except httpx.TransportError as e:  # not listening yet
-            last = e
-        worker._pause()
-    raise RuntimeError(
-        f"connect at {worker.url} did not answer in {READY_TIMEOUT:.0f}s ({last}):\n"
-        + worker.log_tail()
+    worker = Connect(
+        f"http://127.0.0.1:{port}", spawn(command, directory / Connect.log_name), directory
+    )
+    # ready once the REST API lists the connector plugins (TransportError: not listening yet)
+    return started(
+        worker,
+        lambda: worker._request("GET", "/connector-plugins").status_code == 200,
+        timeout=READY_TIMEOUT,
+        what=f"connect at {worker.url}",
+        errors=(httpx.TransportError,),
     )

@@ -20,7 +20,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from service_support import PORT_TRIES, Service, bind, free_port, on_free_port, spawn, started
+
 __all__ = ["Broker", "Topics", "broker", "jars_dir", "start_broker"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 180.0
 #: seconds a topic's creation or a produce may take
 KAFKA_TIMEOUT = 60.0
-#: how long a broker told to stop may take to exit before it is killed
-STOP_TIMEOUT = 60.0
 _JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 
 
@@ -52,50 +51,16 @@ def jars_dir() -> Path:
     return Path(os.environ.get("LIMNO_KAFKA_JARS_DIR") or ROOT / ".cache" / "kafka-jars")
 
 
-def _bind(port: int = 0) -> int | None:
-    """``port`` (0: any free one) if a loopback socket can take it now, else None."""
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return None
-        return int(s.getsockname()[1])
-
-
-def _free_port() -> int:
-    found = _bind()
-    assert found is not None, "no free loopback port"
-    return found
-
-
 @dataclass
-class Broker:
-    """A running broker: its address, process and files."""
+class Broker(Service):
+    """A running broker: its address, process and files (log, stop: :class:`Service`)."""
+
+    name = "kafka"
+    log_name = "kafka.log"
 
     bootstrap: str
     proc: subprocess.Popen[bytes]
     directory: Path
-
-    @property
-    def log(self) -> Path:
-        return self.directory / "kafka.log"
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> int:
-        """SIGTERM, a bounded wait, SIGKILL if needed; the exit code (reaped)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT)
-        return int(self.proc.returncode)
 
 
 def _properties(directory: Path, port: int, controller: int) -> str:
@@ -159,25 +124,17 @@ def _cluster_id() -> str:
             return found
 
 
-#: starts with fresh ports when a port found free was taken before the broker bound it
-_PORT_TRIES = 3
-
-
 def start_broker(directory: Path, port: int | None = None) -> Broker:
     """Format and start a broker in ``directory`` (on ``port``, else a free one); it
     answers metadata calls when this returns. A free port is only free when looked at:
     another process may take it before the broker binds it, so a broker that could
     not bind ports chosen here is started again on others."""
-    tries = 1 if port else _PORT_TRIES
-    for attempt in range(1, tries + 1):
-        try:
-            return _start_broker(directory, port or _free_port())
-        except RuntimeError:
-            log = directory / "kafka.log"
-            taken = log.exists() and "Address already in use" in log.read_text(errors="replace")
-            if attempt == tries or not taken:
-                raise
-    raise AssertionError("unreachable")
+    return on_free_port(
+        lambda: _start_broker(directory, port or free_port()),
+        directory / Broker.log_name,
+        "Address already in use",
+        1 if port else PORT_TRIES,
+    )
 
 
 def _start_broker(directory: Path, port: int) -> Broker:
@@ -185,54 +142,28 @@ def _start_broker(directory: Path, port: int) -> Broker:
     if not any(jars.glob("kafka_2.13-*.jar")):
         raise RuntimeError(f"no Kafka jars in {jars}: run 'make setup' (scripts/jars.sh kafka)")
     directory.mkdir(parents=True, exist_ok=True)
-    controller = _free_port()
+    controller = free_port()
     while controller == port:
-        controller = _free_port()
+        controller = free_port()
     config = directory / "server.properties"
     config.write_text(_properties(directory, port, controller))
     (directory / "log4j2.properties").write_text(_log4j(directory))
-    with open(directory / "kafka.log", "wb") as log:
+    log = directory / Broker.log_name
+    with open(log, "wb") as out:
         # --ignore-formatted: a second start (after a port was taken) finds it formatted
         fmt = _java(jars, directory, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-g")
-        if subprocess.run([*fmt, "-c", str(config)], stdout=log, stderr=log).returncode:
-            raise RuntimeError(
-                f"kafka-storage format failed:\n{(directory / 'kafka.log').read_text()}"
-            )
-        proc = subprocess.Popen(
-            _java(jars, directory, "kafka.Kafka", str(config)),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C of `make kafka` reaches it through stop() only
-        )
-    started = Broker(f"127.0.0.1:{port}", proc, directory)
-    try:
-        _wait_ready(started)
-    except BaseException:
-        started.stop()
-        raise
-    return started
-
-
-def _wait_ready(broker: Broker) -> None:
-    """Until a metadata call answers, the broker exits, or :data:`READY_TIMEOUT`."""
+        if subprocess.run([*fmt, "-c", str(config)], stdout=out, stderr=out).returncode:
+            raise RuntimeError(f"kafka-storage format failed:\n{log.read_text()}")
+    proc = spawn(_java(jars, directory, "kafka.Kafka", str(config)), log, append=True)
+    broker = Broker(f"127.0.0.1:{port}", proc, directory)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
-    deadline = time.monotonic() + READY_TIMEOUT
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        if broker.proc.poll() is not None:
-            raise RuntimeError(
-                f"kafka exited with code {broker.proc.returncode}:\n{broker.log_tail()}"
-            )
-        try:
-            metadata = admin.list_topics(timeout=2.0)
-            if metadata.brokers:
-                return
-        except Exception as e:  # KafkaException: not up yet; asked again until the bound
-            last = e
-    raise RuntimeError(
-        f"kafka at {broker.bootstrap} did not answer in {READY_TIMEOUT:.0f}s ({last}):\n"
-        + broker.log_tail()
+    # KafkaException: not up yet; asked again until the bound
+    return started(
+        broker,
+        lambda: bool(admin.list_topics(timeout=2.0).brokers),
+        timeout=READY_TIMEOUT,
+        what=f"kafka at {broker.bootstrap}",
+        errors=(Exception,),
     )
 
 
@@ -331,11 +262,11 @@ class Topics:
 def broker(directory: Path | None = None) -> Iterator[Broker]:
     """A broker for the block (in a temporary directory unless given), stopped after."""
     with tempfile.TemporaryDirectory(prefix="limno-kafka-") as tmp:
-        started = start_broker(directory or Path(tmp))
+        running = start_broker(directory or Path(tmp))
         try:
-            yield started
+            yield running
         finally:
-            started.stop()
+            running.stop()
 
 
 def main() -> None:
@@ -346,20 +277,20 @@ def main() -> None:
         signal.signal(signum, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="limno-kafka-") as tmp:
         print("kafka: starting a single-node broker (KRaft)...", file=sys.stderr, flush=True)
-        started = start_broker(Path(tmp), _bind(wanted))
-        print(f"kafka: bootstrap {started.bootstrap}", flush=True)
+        running = start_broker(Path(tmp), bind(wanted))
+        print(f"kafka: bootstrap {running.bootstrap}", flush=True)
         print(
-            f"kafka: logs in {started.log}; try LIMNO_KAFKA_BOOTSTRAP={started.bootstrap} "
+            f"kafka: logs in {running.log}; try LIMNO_KAFKA_BOOTSTRAP={running.bootstrap} "
             "limno kafka from --topic T --pool P; Ctrl-C stops it",
             file=sys.stderr,
             flush=True,
         )
         try:
-            started.proc.wait()
+            running.proc.wait()
         except KeyboardInterrupt:
             pass
         finally:
-            code = started.stop()
+            code = running.stop()
             print(f"kafka: stopped (exit code {code})", file=sys.stderr)
 
 

@@ -14,14 +14,12 @@ the tail of its log). :meth:`Postgres.stop` asks for a fast shutdown (SIGINT), w
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,15 +28,12 @@ from typing import Any
 
 import psycopg
 
-from kafka_support import _free_port as free_port
+from service_support import Service, free_port, on_free_port, spawn, started
 
 __all__ = ["Postgres", "postgres", "start_postgres"]
 
 #: how long a fresh server may take to accept a connection (2 busy cores)
 READY_TIMEOUT = 120.0
-#: how long a server told to stop may take to exit before it is killed
-STOP_TIMEOUT = 60.0
-_PORT_TRIES = 3
 #: the account that runs the server when this process is root
 _SERVICE_USER = "postgres"
 
@@ -58,18 +53,19 @@ def bin_dir() -> Path:
 
 
 @dataclass
-class Postgres:
-    """A running server: its port, process and files."""
+class Postgres(Service):
+    """A running server: its port, process and files (log, stop: :class:`Service`)."""
+
+    name = "postgres"
+    log_name = "postgres.log"
+    #: a fast shutdown: sessions ended, no wait for clients
+    stop_signal = signal.SIGINT
 
     port: int
     proc: subprocess.Popen[bytes]
     directory: Path
     user: str = "postgres"
     dbname: str = "postgres"
-
-    @property
-    def log(self) -> Path:
-        return self.directory / "postgres.log"
 
     @property
     def dsn(self) -> str:
@@ -90,24 +86,6 @@ class Postgres:
     def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         with self.connect() as conn:
             return list(conn.execute(sql, params).fetchall())
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def stop(self) -> int:
-        """A fast shutdown (SIGINT: sessions ended, no wait for clients), a bounded
-        wait, SIGKILL if needed; the exit code (reaped)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT)
-        return int(self.proc.returncode)
 
 
 def _as_service_user() -> dict[str, Any]:
@@ -139,8 +117,9 @@ def start_postgres(directory: Path) -> Postgres:
     directory.mkdir(parents=True, exist_ok=True)
     _own(directory)
     data = directory / "data"
-    with open(directory / "postgres.log", "wb") as log:
-        _own(directory / "postgres.log")
+    log_path = directory / Postgres.log_name
+    with open(log_path, "wb") as log:
+        _own(log_path)
         initdb = [
             str(programs / "initdb"),
             *("-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"),
@@ -148,15 +127,10 @@ def start_postgres(directory: Path) -> Postgres:
         ]
         done = subprocess.run(initdb, stdout=log, stderr=log, **_as_service_user())
     if done.returncode:
-        raise RuntimeError(f"initdb failed:\n{(directory / 'postgres.log').read_text()}")
-    for attempt in range(1, _PORT_TRIES + 1):
-        try:
-            return _start(programs, directory, free_port())
-        except RuntimeError:
-            taken = "could not bind" in (directory / "postgres.log").read_text(errors="replace")
-            if attempt == _PORT_TRIES or not taken:
-                raise
-    raise AssertionError("unreachable")
+        raise RuntimeError(f"initdb failed:\n{log_path.read_text()}")
+    return on_free_port(
+        lambda: _start(programs, directory, free_port()), log_path, "could not bind"
+    )
 
 
 def _start(programs: Path, directory: Path, port: int) -> Postgres:
@@ -173,44 +147,24 @@ def _start(programs: Path, directory: Path, port: int) -> Postgres:
         "shared_buffers": "32MB",
     }
     options = [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
-    with open(directory / "postgres.log", "ab") as log:
-        proc = subprocess.Popen(
-            [str(programs / "postgres"), "-D", str(directory / "data"), *options],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C of `make cdc-demo` reaches it through stop() only
-            **_as_service_user(),
-        )
-    started = Postgres(port, proc, directory)
-    try:
-        _wait_ready(started)
-    except BaseException:
-        started.stop()
-        raise
-    return started
-
-
-def _wait_ready(server: Postgres) -> None:
-    """Until a connection succeeds, the server exits, or :data:`READY_TIMEOUT`."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            raise RuntimeError(
-                f"postgres exited with code {server.proc.returncode}:\n{server.log_tail()}"
-            )
-        try:
-            with psycopg.connect(server.dsn, connect_timeout=2):
-                return
-        except psycopg.OperationalError as e:  # not accepting connections yet
-            last = e
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                server.proc.wait(0.1)  # a short wait that ends at once should it exit
-    raise RuntimeError(
-        f"postgres on port {server.port} did not answer in {READY_TIMEOUT:.0f}s ({last}):\n"
-        + server.log_tail()
+    command = [str(programs / "postgres"), "-D", str(directory / "data"), *options]
+    # appended to initdb's output; a session of its own: Ctrl-C of `make cdc-demo`
+    # reaches it through stop() only
+    proc = spawn(command, directory / Postgres.log_name, append=True, **_as_service_user())
+    server = Postgres(port, proc, directory)
+    # ready once a connection succeeds (OperationalError: not accepting them yet)
+    return started(
+        server,
+        lambda: _connects(server),
+        timeout=READY_TIMEOUT,
+        what=f"postgres on port {port}",
+        errors=(psycopg.OperationalError,),
     )
+
+
+def _connects(server: Postgres) -> bool:
+    with psycopg.connect(server.dsn, connect_timeout=2):
+        return True
 
 
 @contextmanager
@@ -218,8 +172,8 @@ def postgres() -> Iterator[Postgres]:
     """A server for the block, in a fresh temporary directory, stopped and removed after."""
     with tempfile.TemporaryDirectory(prefix="limno-postgres-") as tmp:
         os.chmod(tmp, 0o755)  # the service user passes through it to its own directory
-        started = start_postgres(Path(tmp) / "pg")
+        running = start_postgres(Path(tmp) / "pg")
         try:
-            yield started
+            yield running
         finally:
-            started.stop()
+            running.stop()

@@ -69,9 +69,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int, list[d
     calls: list[str] = []
     counted = str(root / "counted")
     shutil.copytree(uri, counted)
-    store = FaultyStorage(
-        open_storage(counted), observer=lambda op, _: _not_heartbeat() and calls.append(op)
-    )
+
+    def count(op: str, _: str) -> None:
+        if _not_heartbeat():
+            calls.append(op)
+
+    store = FaultyStorage(open_storage(counted), observer=count)
     run_etl(Lake(store), CONFIG, engine="local")
     expected = _finish(_restarted(counted))
     assert len(expected) == 8

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from clirunner import Result, run
+from clirunner import run
 from git_scenarios import error_line, fail, ok
+from kafka_cli_support import FAST, kafka_commits, records, sync
 from kafka_support import Broker, Topics
 from limno.api import Lake
 from limno.core.commits import Commit
@@ -21,28 +21,6 @@ from limno.streams.kafka_from import FromOptions, sync_from
 from limno.streams.kafka_offsets import batch_meta
 
 pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("isolated_home")]
-
-FAST = ("--batch-interval", "100ms", "--exit-after", "1500ms")
-
-
-def sync(lake: str, kafka: Broker, topic: str, pool: str, *extra: str) -> Result:
-    return ok(
-        "--lake", lake, "kafka", "from", "--topic", topic, "--pool", pool,
-        "--bootstrap", kafka.bootstrap, *FAST, *extra,
-    )  # fmt: skip
-
-
-def records(lake: str, pool: str) -> list[dict[str, Any]]:
-    return ok("--lake", lake, "-f", "ndjson", "scan", "-p", pool).rows()
-
-
-def kafka_commits(lake: str, pool: str) -> list[dict[str, Any]]:
-    """The pool's commits that ``kafka from`` made, newest first, meta parsed."""
-    log = ok("--lake", lake, "-f", "ndjson", "log", "-p", pool).rows()
-    for c in log:
-        if isinstance(c.get("meta"), str):  # the listing holds meta as JSON text
-            c["meta"] = json.loads(c["meta"])
-    return [c for c in log if "kafka" in (c.get("meta") or {})]
 
 
 def test_partitions_batches_and_resume(

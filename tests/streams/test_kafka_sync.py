@@ -23,10 +23,10 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from test_kafka_from import FAST, kafka_commits, records, sync
 
 from bounded import DEFAULT_TIMEOUT, stop
 from git_scenarios import error_line, fail, ok
+from kafka_cli_support import FAST, kafka_commits, records, sync
 from kafka_support import KAFKA_TIMEOUT, Broker, Topics
 from limno.api import Lake
 from limno.errors import PreconditionFailedError
@@ -144,18 +144,22 @@ def committed(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, An
     )
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got, ended = [], set()
+        got: list[tuple[int, int, Any, dict[str, Any]]] = []
+        ended: set[int] = set()
         deadline = time.monotonic() + KAFKA_TIMEOUT
         while len(ended) < partitions:
             assert time.monotonic() < deadline, f"topic {topic}: {len(got)} message(s) read"
             for m in consumer.consume(1000, timeout=1.0):
-                err = m.error()
+                err, partition, offset = m.error(), m.partition(), m.offset()
+                assert partition is not None
                 if err is not None:
                     assert err.code() == KafkaError._PARTITION_EOF, err
-                    ended.add(m.partition())
+                    ended.add(partition)
                     continue
                 headers = dict(m.headers() or [])
-                got.append((m.partition(), m.offset(), json.loads(m.value()), headers))
+                raw = m.value()
+                assert raw is not None and offset is not None
+                got.append((partition, offset, json.loads(raw), headers))
     finally:
         consumer.close()
     return [(p, v, h["limno.offset"].decode()) for p, _, v, h in sorted(got, key=lambda g: g[:2])]

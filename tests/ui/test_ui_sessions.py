@@ -26,7 +26,12 @@ def test_a_cookie_copied_before_sign_out_is_refused_after_it(
     copy.set_default_timeout(TIMEOUT_MS)
     try:
         with signed_in(browser, ui_server.url, env) as page:
-            copy.add_cookies(page.context.cookies())
+            copy.add_cookies(
+                [
+                    {"name": c["name"], "value": c["value"], "url": ui_server.url}
+                    for c in page.context.cookies()
+                ]
+            )
             stolen = copy.new_page()
             stolen.goto(f"{ui_server.url}/pools")
             expect(stolen.get_by_test_id("who")).to_contain_text("carol")

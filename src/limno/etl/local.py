@@ -11,7 +11,9 @@ join would emit it); ties by rule order, then by the earlier record.
 Each rule is a few statements, so that an SQL error names the field it is in:
 ``where`` filters a topic's records, ``join-on`` pairs left and right (an event that
 finds partners in a run joins every one there and is complete; one that finds none
-waits), ``select`` shapes each record or pair.
+waits), ``select`` shapes each record or pair. Nothing is copied into DuckDB: a
+topic's records are picked and numbered with Arrow and numpy and registered, the
+rules are views, and each rule's outputs are computed once, straight into Arrow.
 """
 
 from __future__ import annotations

@@ -86,19 +86,22 @@ class Decoder:
 
     def column(self, parsed: list[Any], offsets: list[int], topic: str) -> pa.Array:
         """One column of the parsed values (None: a tombstone); ``offsets`` for errors."""
-        lines = [
-            b'{"v":null}\n' if p is None else b'{"v":' + p[1].translate(_LINE_BREAKS) + b"}\n"
-            for p in parsed
-        ]
-        block = b"".join(lines)
-        if _LONG_INTEGER.search(block) is None:
-            try:
-                opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
-                return pjson.read_json(io.BytesIO(block), read_options=opts).column("v")
-            except (pa.ArrowInvalid, KeyError):
-                pass  # values of disagreeing types: widened below
-        values = [{"v": None if p is None else p[0]} for p in parsed]
+        found = _json_column([None if p is None else p[1] for p in parsed])
+        if found is not None:
+            return found
+        values = [{"v": None if p is None else p[0]} for p in parsed]  # widened types
         return python_table(f"kafka topic {topic}", values, offsets).column("v")
+
+    def fast_values(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        """The column of a whole batch's raw values (None: a tombstone) read at once,
+        when every value is plain JSON of one inferred type: pyarrow's JSON reader
+        checks the syntax of all of them in one pass. None when any does not fit (not
+        JSON, not UTF-8, deeper than MAX_NESTING, an integer of 19 digits or more,
+        types that disagree): then each message is parsed on its own (:meth:`parse`),
+        which names the one at fault. Formats whose bytes are not plain JSON: None."""
+        if type(self).parse is not Decoder.parse:
+            return None
+        return _json_column([None if r is None else _bytes(r) for r in raws], checked=False)
 
     def parse_key(self, raw: bytes | str) -> Any:
         """One key (not called for a missing key)."""
@@ -114,6 +117,47 @@ class Decoder:
 
 
 JsonDecoder = Decoder
+
+
+def _json_column(raws: Sequence[bytes | None], *, checked: bool = True) -> pa.Array | None:
+    """Values (None: a tombstone) as one column by pyarrow's JSON reader, or None.
+
+    ``checked``: each value was parsed alone already; else the block must also be
+    UTF-8, read into exactly one row per value and one column (a value such as
+    ``1, "w": 2`` would add a column, ``1} {"v": 2`` a row), and no deeper than
+    :data:`MAX_NESTING`."""
+    block = b"".join(
+        b'{"v":null}\n' if r is None else b'{"v":' + r.translate(_LINE_BREAKS) + b"}\n"
+        for r in raws
+    )
+    if _LONG_INTEGER.search(block) is not None:
+        return None  # pyarrow would round it to a float
+    if not checked:
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
+        table = pjson.read_json(io.BytesIO(block), read_options=opts)
+    except (pa.ArrowInvalid, KeyError):
+        return None  # values of disagreeing types (or, unchecked, not JSON)
+    if not checked and (
+        table.num_rows != len(raws)
+        or table.column_names != ["v"]
+        or _depth(table.schema.field("v").type) + 1 >= MAX_NESTING
+    ):
+        return None
+    return table.column("v").combine_chunks()
+
+
+def _depth(typ: pa.DataType) -> int:
+    """How many objects or arrays deep a value of ``typ`` is (0: a scalar)."""
+    if pa.types.is_struct(typ):
+        return 1 + max((_depth(f.type) for f in typ), default=0)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return 1 + _depth(typ.value_type)
+    return 0
 
 
 class ConnectDecoder(Decoder):

@@ -79,13 +79,14 @@ def decode_records(
     """The records of the messages that decode, and (``keep_bad``) those that do not
     with the reason; without ``keep_bad`` the first that does not fails the batch."""
     decoder = decoder or Decoder()
+    whole = decoder.fast_values([m.value() for m in messages])  # None: value by value
     keys, values, headers, good, bad = [], [], [], [], []
     for m in messages:
         try:
             key, value = m.key(), m.value()
             parsed = (
                 None if key is None else decoder.parse_key(key),
-                None if value is None else decoder.parse(value),
+                None if value is None or whole is not None else decoder.parse(value),
                 _headers(m),
             )
         except Undecodable as e:
@@ -98,11 +99,16 @@ def decode_records(
         headers.append(parsed[2])
         good.append(m)
     topic = messages[0].topic() if messages else ""
+    if whole is not None and bad:  # keys or headers set some aside: their values too
+        kept = {id(m) for m in good}
+        whole = whole.filter(pa.array([id(m) in kept for m in messages]))
     table = pa.table(
         {
             "kafka": _kafka_column(good),
             "key": decoder.key_column(keys),
-            "value": decoder.column(values, [position(m)[1] for m in good], str(topic))
+            "value": whole
+            if whole is not None
+            else decoder.column(values, [position(m)[1] for m in good], str(topic))
             if good
             else pa.nulls(0),  # every message bad: the table is not committed
             "headers": pa.array(headers, _HEADERS_TYPE),

@@ -11,12 +11,14 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from interleaving_support import WAIT, Actor, Pause, either
+from limno.api.base_files import FilePool
 from limno.api.local import LocalLake
 from limno.errors import MultipartError
 from limno.lake import Lake
@@ -38,6 +40,7 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 @dataclass
 class Setup:
     store: FaultyStorage
+    pool: FilePool
     m: Multipart
     uid: str
     first: str  # part 1's ETag
@@ -47,6 +50,7 @@ def _setup(root: Path) -> Setup:
     Lake.init(str(root))
     store = FaultyStorage(open_storage(str(root)))
     pool = LocalLake(store).create_pool("files", kind="files")
+    assert isinstance(pool, FilePool)
     m = Multipart(pool)
     uid = m.create("main", "big.bin")
     first = m.upload_part(uid, 1, FIRST).etag
@@ -54,7 +58,7 @@ def _setup(root: Path) -> Setup:
     hour_ago = time.time() - 3600
     for path in (root / pool.id / mp.UPLOAD_DIR).rglob("*"):
         os.utime(path, (hour_ago, hour_ago))
-    return Setup(store, m, uid, first)
+    return Setup(store, pool, m, uid, first)
 
 
 def _expire(s: Setup) -> None:
@@ -78,9 +82,9 @@ def _check(s: Setup, act: Callable[[Setup], Any], error: BaseException | None) -
     if act is _part:  # the upload must still take a completion with both parts
         part = s.m.list_parts(s.uid)[0][-1]
         s.m.complete(s.uid, [(1, s.first), (2, part.etag)])
-        assert b"".join(s.m.pool.read("big.bin", "main")) == FIRST + SECOND
+        assert b"".join(s.pool.read("big.bin", "main")) == FIRST + SECOND
     else:
-        assert b"".join(s.m.pool.read("big.bin", "main")) == FIRST
+        assert b"".join(s.pool.read("big.bin", "main")) == FIRST
     return "landed"
 
 
@@ -95,13 +99,13 @@ def test_a_writer_runs_between_any_two_expiry_calls(tmp_path: Path, act: Any) ->
         s = _setup(tmp_path / f"{k}")
         pause = Pause(k, lambda name: name == "expiry")
         s.store.observer = pause
-        expiry = Actor(lambda s=s: _expire(s), "expiry")
+        expiry = Actor(partial(_expire, s), "expiry")
         expiry.start()
         assert either(pause.paused, expiry.done)
         if not pause.paused.is_set():  # fewer than k calls: every point was tried
             assert expiry.error is None, repr(expiry.error)
             break
-        writer = Actor(lambda s=s: act(s), "writer")
+        writer = Actor(partial(act, s), "writer")
         writer.start()
         assert writer.done.wait(WAIT)
         pause.resume.set()
@@ -118,7 +122,7 @@ def test_expiry_runs_between_any_two_writer_calls(tmp_path: Path, act: Any) -> N
         s = _setup(tmp_path / f"{k}")
         pause = Pause(k, _writer)
         s.store.observer = pause
-        writer = Actor(lambda s=s: act(s), "writer")
+        writer = Actor(partial(act, s), "writer")
         writer.start()
         assert either(pause.paused, writer.done)
         if not pause.paused.is_set():

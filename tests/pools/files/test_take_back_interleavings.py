@@ -4,6 +4,7 @@ before each of its storage calls: the newer write always stays staged."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from interleaving_support import WAIT, Actor, Pause, either
@@ -23,7 +24,7 @@ def test_a_newer_write_survives_the_rollback_at_every_point(tmp_path: Path) -> N
         staged = pool.versioned.staged("main")
         pause = Pause(k, lambda name: name == "actor")
         store.observer = pause
-        rollback = Actor(lambda pool=pool, staged=staged: pool.take_back("main", staged))
+        rollback = Actor(partial(pool.take_back, "main", staged))
         rollback.start()
         assert either(pause.paused, rollback.done)
         if not pause.paused.is_set():  # fewer than k calls: every point was tried

@@ -1,0 +1,96 @@
+"""``kafka from --format json`` reads a batch's values in one pass of pyarrow's JSON
+reader when they all fit (limno.streams.formats, ``fast_values``), and value by value
+otherwise: a value that would smuggle a column or a row into the one-pass read, or is
+not UTF-8, or too deep, must get exactly the answer of the value-by-value path. The
+messages here are stand-ins with confluent-kafka's Message methods (a unit test of the
+decoding; tests/streams/test_kafka_from.py runs it against a real broker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from limno.errors import InvalidInputError
+from limno.streams.formats import Decoder
+from limno.streams.kafka_records import decode_records
+
+
+@dataclass
+class Msg:
+    raw: bytes | None
+    at: int
+    raw_key: bytes | None = b"k"
+
+    def key(self) -> bytes | None:
+        return self.raw_key
+
+    def value(self) -> bytes | None:
+        return self.raw
+
+    def headers(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self.at
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000 + self.at)
+
+
+def batch(*raws: bytes | None) -> list[Any]:
+    return [Msg(r, i) for i, r in enumerate(raws)]
+
+
+def values(*raws: bytes | None) -> list[Any]:
+    table, bad = decode_records(batch(*raws))
+    assert bad == []
+    return table.column("value").to_pylist()
+
+
+def test_plain_values_in_one_pass_equal_value_by_value() -> None:
+    raws = [b'{"id": 1, "tags": ["a"]}', None, b'{"id": 2, "tags": []}']
+    assert Decoder().fast_values(raws) is not None  # the one-pass path is taken
+    assert values(*raws) == [{"id": 1, "tags": ["a"]}, None, {"id": 2, "tags": []}]
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b'1, "w": 2', "invalid JSON"),  # a second column in the one-pass read
+        (b'1} {"v": 2', "invalid JSON"),  # a second row in it
+        (b'{"a": 1, "a": 2}', None),  # JSON allows it (the last wins); pyarrow does not
+        (b'"\xff"', "not UTF-8"),
+        (b"[" * 40 + b"]" * 40, "nested too deep"),
+    ],
+)
+def test_values_that_do_not_fit_one_pass_get_the_value_by_value_answer(
+    raw: bytes, why: str | None
+) -> None:
+    raws = [b"{}", raw]
+    assert Decoder().fast_values(raws) is None
+    if why is None:
+        assert values(*raws)[1] == {"a": 2}
+        return
+    with pytest.raises(InvalidInputError, match=f"kafka topic t partition 0 offset 1: .*{why}"):
+        decode_records(batch(*raws))
+    table, bad = decode_records(batch(*raws), keep_bad=True)
+    assert table.column("value").to_pylist() == [{}]
+    assert [(m.offset(), why in reason) for m, reason in bad] == [(1, True)]
+
+
+def test_a_bad_key_sets_its_value_aside_from_the_one_pass_column() -> None:
+    msgs: list[Any] = [Msg(b'{"n": 1}', 0), Msg(b'{"n": 2}', 1, b"\xff"), Msg(b'{"n": 3}', 2)]
+    table, bad = decode_records(msgs, keep_bad=True)
+    assert table.column("value").to_pylist() == [{"n": 1}, {"n": 3}]
+    assert table.column("kafka").combine_chunks().field("offset").to_pylist() == [0, 2]
+    assert [m.offset() for m, _ in bad] == [1]
+    assert isinstance(table.column("value").type, pa.StructType)
