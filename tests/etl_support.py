@@ -12,7 +12,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "cdc" / "invoices.yaml"
-DEMO = ROOT.parent / "shared" / "data" / "zync-demo"
+DEMO = ROOT / "examples" / "cdc" / "batches"  # a copy of shared/data/zync-demo/
 
 __all__ = ["CONFIG", "DEMO", "EXPECTED", "batch", "records_after"]
 

@@ -252,7 +252,6 @@ def test_record_commands_on_a_file_pool_say_so_in_one_line(lake: str, tmp_path: 
         ("compact", "-p", "imgs"),
         ("stage", "-p", "imgs"),
         ("delete", "-p", "imgs", "some-id"),
-        ("status", "imgs"),
     ):
         r = fail("--lake", lake, *args)
         assert "pool 'imgs' is a file pool" in r.err, args

@@ -25,7 +25,7 @@ from limno.storage._faults import Crash, FaultyStorage, Rule
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = load_config(ROOT / "examples" / "cdc" / "invoices.yaml")
-DEMO = ROOT.parent / "shared" / "data" / "zync-demo"
+DEMO = ROOT / "examples" / "cdc" / "batches"
 
 
 def _load(lake: Lake, n: int) -> None:

@@ -1,6 +1,6 @@
 """Fixtures of the web UI's browser tests (marker ``browser``).
 
-``browser``: one headless Chromium for the session. ``ui_lake``: per module, a lake
+``browser``: one headless Chromium per module. ``ui_lake``: per module, a lake
 with a record pool ``logs`` (key ``ts``, two commits) and a file pool ``docs``;
 ``ui_server``: a real ``limno serve`` of it (auth on; its admin key in
 ``ui_server.env``; event keep-alives every 0.2 s). ``page``: a page of a new browser
@@ -30,8 +30,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """A Chromium per module, not per session: Playwright's sync API keeps an asyncio
+    loop running in the thread while it is open, so a later test of the same
+    process (another file under pytest-xdist) calling asyncio.run() would fail."""
     with launch() as chromium:
         yield chromium
 

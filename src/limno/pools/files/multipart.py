@@ -36,7 +36,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
@@ -46,6 +46,7 @@ from limno.errors import (
     LimnoError,
     MultipartError,
     NotFoundError,
+    StorageError,
 )
 from limno.ksuid import is_ksuid, ksuid
 from limno.pools.files.blobs import CHUNK, Blob, BlobWriter, read_blob
@@ -264,12 +265,26 @@ class Multipart:
         _check_number(number)
         with self._busy(upload_id):
             self.upload(upload_id)
-            with BlobWriter(
-                self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
-            ) as writer:
+            with self._part_writer(upload_id) as writer:
                 writer.write_from(data)
                 blob = writer.publish()
             return self._record(upload_id, number, blob)
+
+    @contextlib.contextmanager
+    def _part_writer(self, upload_id: str) -> Iterator[BlobWriter]:
+        """The writer of a part's bytes. Bytes that cannot be written because the upload
+        completed or was aborted meanwhile (its folder, with the part's partial file,
+        removed under the writer) fail as that upload's ``no-upload``, not as a storage
+        error."""
+        try:
+            with BlobWriter(
+                self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
+            ) as writer:
+                yield writer
+        except StorageError:
+            if not self.storage.exists(f"{self._dir(upload_id)}/upload.json"):
+                raise _no_upload(upload_id) from None
+            raise
 
     def _busy(self, upload_id: str) -> contextlib.AbstractContextManager[object]:
         """A lease saying "this upload is being written": expiry keeps it meanwhile,
@@ -298,9 +313,7 @@ class Multipart:
                 raise InvalidInputError(
                     f"range [{lo}, {hi}) is not within {src_path!r} ({entry.size} bytes)"
                 )
-            with BlobWriter(
-                self.storage, self.pool.id, max_size=MAX_PART_SIZE, at=self._bytes_dir(upload_id)
-            ) as writer:
+            with self._part_writer(upload_id) as writer:
                 for piece in read_blob(self.storage, self.pool.id, entry, lo, hi, CHUNK * 8):
                     writer.write(piece)
                 blob = writer.publish()
