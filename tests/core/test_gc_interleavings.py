@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from interleaving_support import WAIT, Actor, Pause
+from interleaving_support import WAIT, Actor, Pause, either
 from limno.api.local import LocalLake as Lake
 from limno.errors import ConflictError
 from limno.pools.records.pool import RecordPool
@@ -140,7 +139,7 @@ def test_vacuum_runs_between_any_two_writer_calls(tmp_path: Path, kind: str, lea
         s.store.observer = pause
         actor = Actor(s.act)
         actor.start()
-        assert _either(pause.paused, actor.done)
+        assert either(pause.paused, actor.done)
         if not pause.paused.is_set():  # the writer made fewer than k calls: all tried
             assert actor.error is None, repr(actor.error)
             break
@@ -166,7 +165,7 @@ def test_writer_runs_between_any_two_vacuum_calls(tmp_path: Path, kind: str) -> 
         s.store.observer = pause
         vacuum = Actor(functools.partial(_vacuum, s))
         vacuum.start()
-        assert _either(pause.paused, vacuum.done)
+        assert either(pause.paused, vacuum.done)
         if not pause.paused.is_set():
             assert vacuum.error is None, repr(vacuum.error)
             break
@@ -175,7 +174,7 @@ def test_writer_runs_between_any_two_vacuum_calls(tmp_path: Path, kind: str) -> 
         writer = Actor(s.act)
         writer.name = "writer"
         writer.start()
-        assert _either(writer.done, waiting)  # it lands, or waits for the paused run
+        assert either(writer.done, waiting)  # it lands, or waits for the paused run
         pause.resume.set()
         assert vacuum.done.wait(WAIT) and writer.done.wait(WAIT)
         assert vacuum.error is None, repr(vacuum.error)
@@ -184,15 +183,6 @@ def test_writer_runs_between_any_two_vacuum_calls(tmp_path: Path, kind: str) -> 
     assert len(outcomes) >= 3
     if kind in ("load", "commit"):
         assert set(outcomes) == {"landed"}
-
-
-def _either(a: threading.Event, b: threading.Event) -> bool:
-    """Wait (bounded) until one of two events is set."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if a.wait(0.01) or b.is_set():
-            return True
-    return False
 
 
 def _setter(event: threading.Event) -> Callable[[str, Sequence[str]], None]:

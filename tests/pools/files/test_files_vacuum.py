@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from interleaving_support import WAIT, Actor, Pause
+from interleaving_support import WAIT, Actor, Pause, either
 from limno.errors import ConflictError
 from limno.lake import Lake
 from limno.pools.files.pool import FilePool
@@ -93,14 +92,6 @@ def _vacuum(s: Setup) -> None:
     s.pool.vacuum(grace=dt.timedelta(0), retention=dt.timedelta(0))
 
 
-def _either(a: threading.Event, b: threading.Event) -> bool:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if a.wait(0.01) or b.is_set():
-            return True
-    return False
-
-
 def _writer_threads(name: str) -> bool:
     return name == "actor" or (name.startswith("limno-") and name != "limno-leases")
 
@@ -118,7 +109,7 @@ def test_vacuum_runs_between_any_two_writer_calls(tmp_path: Path, kind: str) -> 
         s.store.observer = pause
         actor = Actor(s.act, "actor")
         actor.start()
-        assert _either(pause.paused, actor.done)
+        assert either(pause.paused, actor.done)
         if not pause.paused.is_set():  # the writer made fewer than k calls: all tried
             assert actor.error is None, repr(actor.error)
             break
@@ -142,7 +133,7 @@ def test_writer_runs_between_any_two_vacuum_calls(tmp_path: Path, kind: str) -> 
         s.store.observer = pause
         vacuum = Actor(functools.partial(_vacuum, s), "vacuum")
         vacuum.start()
-        assert _either(pause.paused, vacuum.done)
+        assert either(pause.paused, vacuum.done)
         if not pause.paused.is_set():
             assert vacuum.error is None, repr(vacuum.error)
             break
@@ -150,7 +141,7 @@ def test_writer_runs_between_any_two_vacuum_calls(tmp_path: Path, kind: str) -> 
         s.pool.versioned.gc.on_wait = lambda run, keys, ev=waiting: ev.set()
         writer = Actor(s.act, "writer")
         writer.start()
-        assert _either(writer.done, waiting)  # it lands, or waits for the paused run
+        assert either(writer.done, waiting)  # it lands, or waits for the paused run
         pause.resume.set()
         assert vacuum.done.wait(WAIT) and writer.done.wait(WAIT)
         assert vacuum.error is None, repr(vacuum.error)
