@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     known = {name for name, _, _ in benchmarks.BENCHMARKS}
     if only is not None and only - known:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(only - known))}")
-    if args.quick and not args.spark and only is None:
-        only = known - {"spark", "spark_streaming"}
+    if args.quick and only is None:
+        # cdc_lag starts PostgreSQL, a broker and Kafka Connect: --only cdc_lag runs it
+        only = known - {"cdc_lag"} - (set() if args.spark else {"spark", "spark_streaming"})
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("spark", "spark_streaming"):
             skipped[name] = "not in --quick runs (Spark's start-up alone is slow); add --spark"
             log(f"{name}: skipped: not in --quick runs; add --spark")
+    if args.quick and args.only is None:
+        skipped["cdc_lag"] = "not in --quick runs (its parts take a minute to start)"
+        log("cdc_lag: skipped: not in --quick runs; --only cdc_lag runs it")
     machine = machine_info(cfg, skipped)
     path = write_results(args.out, results, machine)
     print(table(results))

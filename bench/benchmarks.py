@@ -27,9 +27,10 @@ from typing import Any
 import pyarrow as pa
 
 from bench import memory, peers
+from bench.cdc import cdc_lag, cdc_missing
 from bench.cli_start import cli_start
 from bench.data import parts, rows_table, sample_keys
-from bench.etl import etl_denorm_1m, etl_denorm_1m_spark
+from bench.etl import etl_denorm_1m, etl_denorm_1m_spark, etl_incremental_1k
 from bench.files import (
     files_commit_100k,
     files_diff_1k_of_1m,
@@ -41,6 +42,7 @@ from bench.harness import Config, Result, Skipped, median, percentile, timed
 from bench.indexes import index_lookup
 from bench.kafka import kafka_from, kafka_missing, kafka_to
 from bench.kafka_avro import kafka_from_avro
+from bench.kafka_connect import kafka_from_connect
 from bench.server import server
 from bench.spark_streaming import spark_streaming, spark_streaming_missing
 from bench.systems import SYSTEMS, available, ingest
@@ -633,9 +635,12 @@ BENCHMARKS: list[Benchmark] = [
     ("kafka_from", kafka_from, kafka_missing),
     ("kafka_to", kafka_to, kafka_missing),
     ("kafka_from_avro", kafka_from_avro, kafka_missing),
+    ("kafka_from_connect", kafka_from_connect, kafka_missing),
     ("spark_streaming", spark_streaming, spark_streaming_missing),
     ("etl_denorm_1m", etl_denorm_1m, _always),
     ("etl_denorm_1m_spark", etl_denorm_1m_spark, spark_missing),
+    ("etl_incremental_1k", etl_incremental_1k, _always),
+    ("cdc_lag", cdc_lag, cdc_missing),
 ]
 
 

@@ -130,9 +130,16 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}"
 
 
+def _peer_columns(results: Sequence[Result]) -> list[str]:
+    """The peers the results have figures of: :data:`PEERS` in order, then any other
+    name a benchmark gave its peer (``duckdb-by-hand``), so that no figure is dropped."""
+    named = {p for r in results for p in r.peers}
+    return [p for p in PEERS if p in named] + sorted(named.difference(PEERS))
+
+
 def table(results: Sequence[Result]) -> str:
     """The results as a fixed-width text table (peers without any figure left out)."""
-    peers = [p for p in PEERS if any(p in r.peers for r in results)]
+    peers = _peer_columns(results)
     head = ["benchmark", "metric", "unit", "limno", *peers, "ratio"]
     rows = []
     for r in results:
@@ -161,7 +168,7 @@ def table(results: Sequence[Result]) -> str:
 
 def markdown(results: Sequence[Result]) -> str:
     """The results as a Markdown table."""
-    peers = [p for p in PEERS if any(p in r.peers for r in results)]
+    peers = _peer_columns(results)
     head = ["benchmark", "metric", "unit", "limno", *peers, "limno vs best peer"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
     for r in results:

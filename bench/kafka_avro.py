@@ -49,8 +49,10 @@ def _avro_messages(count: int, schema_id: int) -> Iterator[dict[str, Any]]:
         yield {"partition": i % PARTITIONS, "key": f"k{i}", "value": out.getvalue()}
 
 
-def _sync(lake: str, topic: str, bootstrap: str, registry: str, count: int) -> float:
-    """Seconds ``sync_from --format avro`` takes to commit the whole topic."""
+def _sync(
+    lake: str, topic: str, bootstrap: str, registry: str | None, count: int, fmt: str = "avro"
+) -> float:
+    """Seconds ``sync_from --format FMT`` takes to commit the whole topic."""
     from limno.api import Lake
     from limno.core.commits import Commit
     from limno.streams.kafka_from import FromOptions, sync_from
@@ -72,14 +74,14 @@ def _sync(lake: str, topic: str, bootstrap: str, registry: str, count: int) -> f
         batch_rows=min(500_000, count // 4),
         batch_interval=10.0,
         exit_after=60.0,
-        format="avro",
+        format=fmt,
         registry=registry,
     )
     start = time.perf_counter()
     sync_from(Lake.open(lake), opts, on_commit=committed, stop=stop)
     took = time.perf_counter() - start
     if synced != count:
-        raise RuntimeError(f"kafka_from_avro: {synced} of {count} record(s) synced")
+        raise RuntimeError(f"kafka from --format {fmt}: {synced} of {count} record(s) synced")
     return took
 
 

@@ -265,14 +265,24 @@ class Chain:
         raise AssertionError(f"sink table {got}\n!= expected {expected}\n{self.connect.log_tail()}")
 
     def round(self, number: int) -> None:
-        """One round of changes through every hop (the first: before the connectors)."""
+        """One round of changes through every hop (the first: before the connectors),
+        then the seconds each hop took, one after the other: its wait or its command,
+        with the count that checks it (the lag under steady load: bench/cdc.py)."""
         if number:
             self.change(number)
-        self.debezium()
-        self.kafka_from()
-        self.etl()
-        self.kafka_to()
-        self.sink()
+        hops: list[tuple[str, Callable[[], object]]] = [
+            ("debezium", self.debezium),
+            ("kafka from", self.kafka_from),
+            ("etl", self.etl),
+            ("kafka to", self.kafka_to),
+            ("sink", self.sink),
+        ]
+        took = []
+        for name, hop in hops:
+            start = time.monotonic()
+            hop()
+            took.append(f"{name} {time.monotonic() - start:.1f}")
+        self.say(f"  seconds per hop: {', '.join(took)}")
 
     # faults
 

@@ -186,7 +186,7 @@ class Lake:
             raise InvalidInputError(f"unknown pool kind {kind!r} (records or files)")
         if schema is not None and key is None:
             key = schema.key
-        key_text = str(PoolKey.parse(key or "ts"))
+        key_text = str(PoolKey.parse("ts" if key is None else key))  # "" is no key, not ts
         if target_size <= 0:
             raise InvalidInputError("target size must be positive")
         settings = PoolSettings(

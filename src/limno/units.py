@@ -19,7 +19,7 @@ import re
 
 from limno.errors import InvalidInputError
 
-__all__ = ["format_size", "parse_duration", "parse_size"]
+__all__ = ["check_time", "format_size", "parse_duration", "parse_size"]
 
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*([kmgt]i?)?b?\s*", re.IGNORECASE)
 _POWERS = {"k": 1, "m": 2, "g": 3, "t": 4}
@@ -63,3 +63,12 @@ def parse_duration(text: str) -> dt.timedelta:
         return dt.timedelta(seconds=sum(float(n) * _SECONDS[u] for n, u in parts))
     except OverflowError:
         raise InvalidInputError(f"duration {text!r} is too long") from None
+
+
+def check_time(when: object) -> None:
+    """An ``as_of`` of the Python API is a datetime: a string failed deep inside (an
+    AttributeError), in process and through a server alike."""
+    if not isinstance(when, dt.datetime):
+        raise InvalidInputError(
+            f"as_of is a datetime, not a {type(when).__name__} (datetime.fromisoformat(...))"
+        )

@@ -1,7 +1,9 @@
 """A big record pool's pages show the right things and do bounded work: a page of
 history reads about a page of commits, a commit page a few, the data preview opens
 the one data object its first rows are in (of 10,001), and the operations page reads
-the commits of its report's window, whatever the length of the history.
+the commits of its report's window, whatever the length of the history. A new
+server process's first commit page, data preview and operations page read the
+snapshot's stored plan (pools/records/snapshot_index.py), not its entries.
 
 The pool is bench/ui.py's (:func:`bench.ui.prepare`, smaller: 10,000 objects over
 1,000 commits, plus a first commit of 1,000 real rows), served from a thread of the
@@ -21,10 +23,13 @@ import httpx
 import pytest
 from bench.ui import POOL, prepare
 
+from fresh_process import forget_decoded
 from limno.core.commits import CommitStore
 from limno.data import scan
 from limno.lake import Lake
+from limno.pools.records import snapshot_index
 from limno.server.run import serving
+from limno.storage._obstore import ObStorage
 from limno.ui import routes_data, routes_ops, routes_pool
 
 OBJECTS, COMMITS = 10_000, 1_000
@@ -135,3 +140,26 @@ def test_the_operations_pages_show_the_big_pool(
     summary = _text(_get(client, "/operations"))
     assert f"{POOL} records none yet" in summary
     assert counted.commits <= 2 * 4 * routes_ops.SUMMARY_JOBS + 10, counted.commits
+
+
+def test_a_new_process_reads_a_page_of_the_big_snapshot_from_its_sidecars(
+    client: httpx.Client, big: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each page's first fetch with nothing decoded (as in a new server process, once
+    a first reader stored the snapshot's sidecars) reads the stored plan and no more
+    than a range or two of the snapshot's 10,000-odd entries (about 160 ranges)."""
+    head = Lake.open(big).pool(POOL).log("main", limit=1)[0].id
+    pages = [f"/pools/{POOL}/commits/{head}", f"/pools/{POOL}/data", f"/operations?pool={POOL}"]
+    for page in pages:  # a first reader stores the sidecars (if no test did yet)
+        _get(client, page)
+    sidecars = f"/{snapshot_index.SIDECARS}/"
+    read = mock.MagicMock(side_effect=ObStorage.get)
+    monkeypatch.setattr(ObStorage, "get", _method(read))
+    for page in pages:
+        forget_decoded(monkeypatch)
+        read.reset_mock()
+        _get(client, page)
+        paths = [str(c.args[1]) for c in read.call_args_list]
+        assert len([p for p in paths if "/meta/ranges/" in p]) <= 2, (page, paths)
+        assert len([p for p in paths if p.endswith(".plan") and sidecars in p]) == 1, page
+        assert len(paths) <= 40, (page, len(paths))  # refs, a page of commits, ...

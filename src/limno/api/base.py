@@ -53,6 +53,7 @@ __all__ = [
     "Source",
     "VersionedPool",
     "register",
+    "sql_text",
 ]
 
 #: where work runs: in this process, on Spark, or by size (``LIMNO_SPARK_THRESHOLD``)
@@ -60,6 +61,14 @@ Engine = Literal["local", "spark", "auto"]
 #: what a pool holds: rows sorted by a key, or files by path
 Kind = Literal["records", "files"]
 DEFAULT_TARGET_SIZE = 256 * 2**20
+
+
+def sql_text(sql: object) -> str:
+    """``sql`` checked to be text: bytes or a number reach the engines' parsers (or the
+    JSON of a request) as a TypeError, not as the caller's mistake."""
+    if not isinstance(sql, str):
+        raise InvalidInputError(f"SQL is text, not a {type(sql).__name__}")
+    return sql
 
 
 def _silent(message: str) -> None:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, register
+from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, register, sql_text
 from limno.api.base_files import not_files, not_records
 from limno.engines.choice import use_spark
 from limno.lake import Lake as InProcessLake
@@ -159,6 +159,7 @@ class LocalLake(InProcessLake, Lake):
         as_of: dt.datetime | None = None,
     ) -> pa.Table:
         """SQL over pools on DuckDB, or on Spark (``auto``: by the snapshots' size)."""
+        sql = sql_text(sql)
         size = local_engine.query_size(self, sql) if engine == "auto" else 0
         if use_spark(engine, size):
             from limno.engines import spark as spark_engine  # PySpark loads only when used

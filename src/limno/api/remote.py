@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from limno.api import remote_http, remote_upload, wire, wire_ranges
-from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, register
+from limno.api.base import DEFAULT_TARGET_SIZE, Engine, Lake, Pool, register, sql_text
 from limno.api.base_files import not_files, not_records
 from limno.api.remote_files import RemoteFilePool
 from limno.api.remote_git import RemoteGit
@@ -245,7 +245,7 @@ class RemoteLake(Lake):
         if readable is not None:
             raise InvalidInputError("a server decides which pools a query reads, not its client")
         body = {
-            "sql": sql,
+            "sql": sql_text(sql),
             "engine": engine,
             "safe": safe,
             "spark_master": spark_master,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from limno import errors
+from limno.api.remote_lane import EXPIRY, Answer, Lane, lane_for
 from limno.auth import verify as auth_verify
 from limno.errors import InvalidInputError, LimnoError, StorageError
 from limno.lazy import lazy_module
@@ -59,12 +60,12 @@ _BY_STATUS: dict[int, type[LimnoError]] = {
 
 def client(base_url: str) -> httpx.Client:
     """A connection pool to the server at ``base_url``, with the caller's credentials."""
-    creds = auth_verify.credentials()
+    return _client(base_url, auth_verify.credentials())
+
+
+def _client(base_url: str, creds: auth_verify.Credentials | None) -> httpx.Client:
     auth = None if creds is None else httpx.BasicAuth(creds.access_key_id, creds.secret_access_key)
-    try:
-        connect = float(os.environ.get("LIMNO_CONNECT_TIMEOUT") or 10)
-    except ValueError:
-        raise InvalidInputError("LIMNO_CONNECT_TIMEOUT must be a number of seconds") from None
+    connect = _connect_timeout()
     # plain http never uses TLS (redirects are not followed): skip loading CA certificates,
     # a tenth of a second of every command's start
     tls = base_url.lower().startswith("https:")
@@ -76,7 +77,18 @@ def client(base_url: str) -> httpx.Client:
         timeout=httpx.Timeout(None, connect=connect),
         headers={"User-Agent": "limno"},
         trust_env=True,
+        # as the lane's: well within the server's keep-alive timeout (remote_lane.EXPIRY)
+        limits=httpx.Limits(
+            max_connections=100, max_keepalive_connections=20, keepalive_expiry=EXPIRY
+        ),
     )
+
+
+def _connect_timeout() -> float:
+    try:
+        return float(os.environ.get("LIMNO_CONNECT_TIMEOUT") or 10)
+    except ValueError:
+        raise InvalidInputError("LIMNO_CONNECT_TIMEOUT must be a number of seconds") from None
 
 
 def _tls_context(bundle: str | None) -> Any:
@@ -95,12 +107,13 @@ def _tls_context(bundle: str | None) -> Any:
         raise InvalidInputError(f"LIMNO_CA_BUNDLE {bundle}: not a CA bundle ({e})") from None
 
 
-def raise_problem(response: httpx.Response) -> None:
+def raise_problem(response: httpx.Response | Answer) -> None:
     """Raise the error a failed answer stands for (nothing for a success)."""
     if response.status_code < 400:
         return
     try:
-        doc = json.loads(response.read())
+        content = response.read() if isinstance(response, httpx.Response) else response.content
+        doc = json.loads(content)
     except ValueError:
         doc = None
     if not isinstance(doc, dict):
@@ -116,7 +129,7 @@ def raise_problem(response: httpx.Response) -> None:
     for field in ("path", "pool", "reason"):
         if isinstance(doc.get(field), str):
             setattr(err, field, doc[field])
-    retry = response.headers.get("retry-after", "").strip()
+    retry = (response.headers.get("retry-after") or "").strip()
     if retry.isdigit():  # seconds to wait before trying again (503 of a busy server)
         err.retry_after = float(retry)  # type: ignore[attr-defined]
     raise err
@@ -145,8 +158,17 @@ class Connection:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.client = client(url)
-        self._closer = weakref.finalize(self, self.client.close)
+        creds = auth_verify.credentials()
+        self.client = _client(url, creds)
+        self._connect = _connect_timeout()
+        #: small requests answered whole go this way where it sends what httpx would
+        self.lane = lane_for(url)
+        self._headers = {"User-Agent": "limno"}
+        if creds is not None:  # the header httpx sends, built once
+            self._headers["Authorization"] = auth_verify.authorization_header(creds)
+        self._closer = weakref.finalize(self, _close_both, self.client, self.lane)
+        #: requests sent so far, either way (a load test's count)
+        self.sent = 0
 
     def close(self) -> None:
         self._closer()
@@ -175,8 +197,35 @@ class Connection:
         body: Any = None,
     ) -> Any:
         """One request with a JSON body (or none); the JSON answer."""
-        with self.stream(method, path, params, body) as response:
-            return json.loads(response.read())
+        return json.loads(self.whole(method, path, params, body))
+
+    def whole(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        *,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """One request (a JSON ``body``, or ``content``) and its whole answer's bytes
+        (raised as an error if it is one): through the :attr:`lane` when there is one."""
+        if self.lane is None:
+            with self.stream(method, path, params, body, content=content, headers=headers) as r:
+                return r.read()
+        sent = dict(self._headers)
+        if body is not None:
+            text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            content = text.encode()
+            sent["Content-Type"] = "application/json"
+        sent.update(headers or {})
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        self.sent += 1
+        with self._unauthenticated():
+            answer = self.lane.exchange(method, path, query, content, sent, self._connect)
+            raise_problem(answer)
+        return answer.content
 
     @contextlib.contextmanager
     def stream(
@@ -191,6 +240,7 @@ class Connection:
     ) -> Iterator[httpx.Response]:
         """An answer whose body is read as it arrives (raised as an error if it is one)."""
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        self.sent += 1
         with (
             transport_errors(self.url),
             self._unauthenticated(),
@@ -214,14 +264,19 @@ class Connection:
         Read in one piece and parsed without copies: for the small answers this is
         for (lookups, meta tables, query results) the reader over a stream of chunks
         costs more than the bytes."""
-        with self.stream(method, path, params, body, headers={"Accept": ARROW}) as response:
-            data = response.read()
+        data = self.whole(method, path, params, body, headers={"Accept": ARROW})
         try:
             return ipc.open_stream(data).read_all()
         except pa.ArrowInvalid as e:  # the stream stopped short: the server failed
             raise StorageError(
                 f"limno server {self.url} ended an answer early ({e}); see its log"
             ) from None
+
+
+def _close_both(client: httpx.Client, lane: Lane | None) -> None:
+    client.close()
+    if lane is not None:
+        lane.close()
 
 
 def _param(v: Any) -> str:

@@ -44,7 +44,9 @@ def get(
     as_of: dt.datetime | None,
 ) -> pa.Table:
     """The rows of ``keys`` (``POST path``), in key order."""
-    encoded = [wire.value_to_json(k) for k in keys]
+    from limno.data.keys import lookup_keys
+
+    encoded = [wire.value_to_json(k) for k in lookup_keys(keys)]
     batches = _batches(encoded)
     when = wire.time_to_json(as_of)
     if len(batches) == 1:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from limno.errors import InvalidInputError
+from limno.units import check_time
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit
@@ -106,7 +107,10 @@ def value_from_json(v: Any) -> Any:
 
 
 def time_to_json(t: dt.datetime | None) -> str | None:
-    return None if t is None else t.isoformat()
+    if t is None:
+        return None
+    check_time(t)
+    return t.isoformat()
 
 
 def time_from_json(text: str | None) -> dt.datetime | None:

@@ -72,6 +72,8 @@ def _upload_plan(locals_: Sequence[str], path: str, recursive: bool) -> list[tup
     """(local file, pool path) of every file an upload sends, checked before any is."""
     single = len(locals_) == 1 and not os.path.isdir(locals_[0])
     if single and path and not path.endswith("/"):
+        if not os.path.exists(locals_[0]):  # else sizing it was an internal error
+            raise InvalidInputError(f"{locals_[0]}: no such file or directory")
         return [(locals_[0], path)]  # one file to the path named
     prefix = as_prefix(path)
     plan: list[tuple[str, str]] = []

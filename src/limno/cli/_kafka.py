@@ -164,6 +164,29 @@ def kafka() -> None:
     default=None,
     help="Stop after this long without a new record (default: run until interrupted).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="local: this process reads the topic; spark: a Spark Structured Streaming query"
+    " (one commit per micro-batch, every --batch-interval; --batch-rows caps a"
+    " micro-batch; --format json only; JVM logs in limno's Spark state directory).",
+)
+@click.option(
+    "--checkpoint",
+    default=None,
+    metavar="DIR",
+    help="--engine spark: the query's checkpoint (default: one per lake, pool, branch"
+    " and topics in limno's Spark state directory).",
+)
+@click.option(
+    "--value-schema",
+    default=None,
+    metavar="DDL",
+    help="--engine spark: the JSON values' Spark schema, e.g. 'id BIGINT, name STRING'"
+    " (without it values stay JSON text).",
+)
 @_bootstrap_option
 @click.pass_obj
 def from_(
@@ -177,6 +200,9 @@ def from_(
     batch_rows: int,
     batch_interval: dt.timedelta,
     exit_after: dt.timedelta | None,
+    engine: str,
+    checkpoint: str | None,
+    value_schema: str | None,
     bootstrap: str | None,
 ) -> None:
     """Sync TOPIC(s) into a pool: each batch one commit, exactly once.
@@ -202,18 +228,50 @@ def from_(
         dead_letter=dead_letter,
     )
     stop = threading.Event()
+    if engine == "local" and (checkpoint is not None or value_schema is not None):
+        raise InvalidInputError("kafka from: --checkpoint and --value-schema need --engine spark")
     with _stop_on_signals(stop):
-        report = kafka_from.sync_from(
-            obj.lake(),
-            opts,
-            log=lambda line: click.echo(line, err=True),
-            on_commit=_print_commit,
-            stop=stop,
-        )
+        if engine == "spark":
+            report = _spark_from(obj, opts, checkpoint, value_schema, batch_rows, stop)
+        else:
+            report = kafka_from.sync_from(
+                obj.lake(),
+                opts,
+                log=lambda line: click.echo(line, err=True),
+                on_commit=_print_commit,
+                stop=stop,
+            )
     click.echo(
         f"kafka: {report.records} record(s) of {', '.join(opts.topics)} in"
         f" {len(report.commits)} commit(s)",
         err=True,
+    )
+
+
+def _spark_from(
+    obj: Context,
+    opts: kafka_from.FromOptions,
+    checkpoint: str | None,
+    value_schema: str | None,
+    batch_rows: int,
+    stop: threading.Event,
+) -> kafka_from.SyncReport:
+    """``--engine spark``: the sync as a Structured Streaming query; ``--batch-rows``,
+    when given, caps a micro-batch (Spark's maxOffsetsPerTrigger)."""
+    from limno.streams import kafka_spark
+
+    given = click.get_current_context().get_parameter_source("batch_rows")
+    lake = obj.lake()
+    return kafka_spark.sync_with_spark(
+        lake,
+        lake.uri,
+        opts,
+        checkpoint=checkpoint,
+        value_schema=value_schema,
+        max_batch_rows=batch_rows if given is click.core.ParameterSource.COMMANDLINE else None,
+        log=lambda line: click.echo(line, err=True),
+        on_commit=_print_commit,
+        stop=stop,
     )
 
 

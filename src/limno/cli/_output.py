@@ -117,13 +117,14 @@ def write_tables(tables: Iterable[pa.Table], fmt: str, out: IO[bytes] | None = N
     _check(fmt)
     stream = out or sys.stdout.buffer
     if fmt == "ndjson":
-        return _write_text((), (row for t in tables for row in t.to_pylist()), fmt, stream)
+        rows = (row for t in tables for row in _nano_times(t).to_pylist())
+        return _write_text((), rows, fmt, stream)
     materialized = [t for t in tables if t.num_columns]
     table = _one(materialized)
     if fmt in TEXT_FORMATS:
-        return _write_text(table.column_names, table.to_pylist(), fmt, stream)
+        return _write_text(table.column_names, _nano_times(table).to_pylist(), fmt, stream)
     if fmt == "csv":
-        pacsv.write_csv(_flatten_nested(table), stream)
+        pacsv.write_csv(_csv_ready(table), stream)
     elif fmt == "parquet":
         buf = io.BytesIO()
         pq.write_table(table, buf)
@@ -193,16 +194,45 @@ def _one(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([unification.conform(t, schema) for t in tables])
 
 
-def _flatten_nested(table: pa.Table) -> pa.Table:
-    """CSV has no nesting: nested columns become JSON text."""
+def _nano_times(table: pa.Table) -> pa.Table:
+    """Nanosecond times of day as their ISO text: Python's ``time`` holds microseconds,
+    so ``00:00:00.000000001`` came out as ``00:00:00`` (timestamps keep theirs)."""
+    for i, t in enumerate(table.schema.types):
+        if pa.types.is_time64(t) and t.unit == "ns":
+            table = table.set_column(i, table.field(i).name, table.column(i).cast(pa.string()))
+    return table
+
+
+def _csv_ready(table: pa.Table) -> pa.Table:
+    """Columns Arrow's CSV writer cannot write, or writes unlike the JSON formats, as
+    text: nested ones as JSON, bytes as base64 (raw bytes that are not UTF-8 failed the
+    writer, and others made a CSV with NUL bytes in it), durations in seconds, and
+    views and extension types (a UUID of DuckDB's) as JSON renders their values."""
     cols = []
     for name, col in zip(table.column_names, table.columns, strict=True):
-        if pa.types.is_nested(col.type):
-            col = pa.array(
-                [None if v is None else to_json(v) for v in col.to_pylist()], pa.string()
-            )
+        t = col.type
+        if pa.types.is_string_view(t):
+            col = col.cast(pa.string())
+        elif (
+            pa.types.is_nested(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+            or pa.types.is_fixed_size_binary(t)
+            or pa.types.is_binary_view(t)
+            or pa.types.is_duration(t)
+            or isinstance(t, pa.BaseExtensionType)
+        ):
+            col = pa.array([_csv_text(v) for v in col.to_pylist()], pa.string())
         cols.append((name, col))
     return pa.table(dict(cols)) if cols else table
+
+
+def _csv_text(v: Any) -> str | None:
+    """A value as the text of a CSV cell: what JSON writes for it, a string unquoted."""
+    if v is None or isinstance(v, str):
+        return v
+    text = to_json(v)
+    return str(json.loads(text)) if text.startswith('"') else text
 
 
 def _cell(v: Any) -> str:
@@ -211,7 +241,7 @@ def _cell(v: Any) -> str:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)  # nan, inf: JSON's null would read as a missing value
     text = v if isinstance(v, str) else to_json(v)
-    if isinstance(v, dt.datetime | dt.date):
+    if isinstance(v, dt.datetime | dt.date | dt.time):
         text = v.isoformat()
     text = text.replace("\n", "\\n")
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"

@@ -171,13 +171,14 @@ class CommitStore:
                 out.append(name[: -len(".json")])
         return out
 
-    def first_parent(self, commit_id: str, n: int) -> str:
-        """The ``n``-th first-parent ancestor (``~n``)."""
+    def first_parent(self, commit_id: str, n: int, name: str | None = None) -> str:
+        """The ``n``-th first-parent ancestor (``~n``); ``name``: what the caller called
+        ``commit_id`` (``main``), for the error of a history too short."""
         cur = commit_id
         for i in range(n):
             parents = self.get(cur).parents
             if not parents:
-                raise NotFoundError(f"{commit_id}~{n}: history has only {i} ancestor(s)")
+                raise NotFoundError(f"{name or commit_id}~{n}: history has only {i} ancestor(s)")
             cur = parents[0]
         return cur
 

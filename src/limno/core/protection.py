@@ -41,6 +41,7 @@ __all__ = [
     "PREFIX",
     "Protection",
     "Unprotected",
+    "not_a_branch",
     "protection_key",
     "refusal",
 ]
@@ -54,6 +55,16 @@ DELETE = "it cannot be deleted"
 
 def protection_key(branch: str) -> str:
     return f"{PREFIX}{branch}"
+
+
+def not_a_branch(name: str, tagged: bool) -> str:
+    """What a write named instead of a branch, if anything (``tagged``: ``name`` is a
+    tag): loading onto ``v1`` or ``main~1`` said only that no such branch exists."""
+    if tagged:
+        return f" ({name!r} is a tag; a write goes to a branch)"
+    if "~" in name:
+        return " (a ref with '~' names a past commit; a write goes to a branch)"
+    return ""
 
 
 def _branch_key(branch: str) -> str:
@@ -108,7 +119,8 @@ class Protection:
         items = self.journal.state().items
         value = items.get(_branch_key(branch))
         if value is None:
-            raise NotFoundError(f"branch {branch!r} not found")
+            tagged = f"tag:{branch}" in items
+            raise NotFoundError(f"branch {branch!r} not found{not_a_branch(branch, tagged)}")
         self.requirement(branch).check(items)
         return str(value["commit"])
 

@@ -33,6 +33,7 @@ from limno.journal import (
 )
 from limno.ksuid import is_ksuid
 from limno.storage import Storage
+from limno.units import check_time
 
 __all__ = ["Lander", "RefStore", "Resolved", "parse_pool_ref", "validate_ref_name"]
 
@@ -43,7 +44,8 @@ def validate_ref_name(kind: str, name: str) -> str:
     """A branch or tag name: letters, digits, ``_ . -``; not a ``~`` expression."""
     if not _NAME.match(name) or ".." in name:
         raise InvalidInputError(
-            f"invalid {kind} name {name!r}: use letters, digits, '_', '.', '-' (max 128)"
+            f"invalid {kind} name {name!r}: use letters, digits, '_', '.', '-', with a"
+            " letter, digit or '_' first and no '..' (at most 128 characters)"
         )
     return name
 
@@ -183,6 +185,7 @@ class RefStore:
         branch's first move after ``when`` counts too when it lands a commit made for
         it by then (:meth:`_made_for`), not one that merely came to it later (a
         fast-forward to another branch's commit, a reset)."""
+        check_time(when)
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
         key = f"branch:{name}"
@@ -241,7 +244,7 @@ class RefStore:
         else:
             commit, on_branch, how = self._commit_id(base), None, "commit"
         if steps:
-            commit = self.commits.first_parent(commit, steps)
+            commit = self.commits.first_parent(commit, steps, base)
             how = "history" if how != "commit" else how
         return Resolved(commit, on_branch, how)
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from limno.core.commits import Action, Commit, CommitStore, now_iso
 from limno.core.committed import EMPTY, Snapshots
 from limno.core.hooks import Hooks
+from limno.core.protection import not_a_branch
 from limno.core.refs import RefStore, Resolved
 from limno.core.staging import Staging
 from limno.errors import (
@@ -164,7 +165,8 @@ class Versioned(Staging):
     def head(self, branch: str) -> str:
         head = self.refs.branch(branch)
         if head is None:
-            raise NotFoundError(f"branch {branch!r} not found")
+            tagged = self.refs.tag(branch) is not None
+            raise NotFoundError(f"branch {branch!r} not found{not_a_branch(branch, tagged)}")
         return head
 
     def writable_head(self, branch: str) -> str:

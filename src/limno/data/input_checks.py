@@ -153,6 +153,9 @@ def check_schema(name: str, schema: pa.Schema) -> None:
                 raise nesting_error(name, f"field {top!r}")
             if not kids and not _has_arrays(field.type):
                 raise InvalidInputError(f"{name}: field {top!r}: unsupported type {field.type}")
+            why = _unstorable(field.type)
+            if why:
+                raise InvalidInputError(f"{name}: field {top!r}: {why}")
             todo.extend((k, depth + adds, top) for k in kids)
     except UnicodeDecodeError:
         raise InvalidInputError(f"{name}: a field name is not valid UTF-8") from None
@@ -161,6 +164,19 @@ def check_schema(name: str, schema: pa.Schema) -> None:
 #: Arrow type ids pyarrow reads in a schema but has no array class for (a damaged file
 #: can name one; taking a column of it raises KeyError): the two older interval types
 _NO_ARRAYS = frozenset({pa.lib.Type_INTERVAL_DAY_TIME, pa.lib.Type_INTERVAL_MONTHS})
+
+
+def _unstorable(t: pa.DataType) -> str:
+    """Why values of ``t`` (a node of a field's type) cannot be kept in a data object,
+    or "": Parquet has no unions, no month-day-nano intervals (what DuckDB's INTERVAL
+    becomes in Arrow) and no run-end encoding, so writing them failed with an internal
+    error; and a fixed-size list of size 0 is written but never read back, which made
+    the whole pool unreadable after the commit."""
+    if pt.is_union(t) or pt.is_interval(t) or pt.is_run_end_encoded(t):
+        return f"type {t} cannot be stored (Parquet has no such type); cast it first"
+    if pt.is_fixed_size_list(t) and t.list_size == 0:
+        return f"type {t} cannot be stored (Parquet cannot read back a list of size 0)"
+    return ""
 
 
 def _has_arrays(t: pa.DataType) -> bool:

@@ -18,7 +18,7 @@ import datetime as dt
 import decimal
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "decode_value",
     "encode_value",
     "is_sortable",
+    "lookup_keys",
 ]
 
 
@@ -75,6 +76,10 @@ class PoolKey:
     @classmethod
     def parse(cls, text: str) -> PoolKey:
         """Parse ``"tenant,ts:desc"`` (``:asc`` is the default)."""
+        if not isinstance(text, str):  # a list from Python would fail deep inside
+            raise InvalidInputError(
+                f"a pool key is text such as 'tenant,ts:desc', not a {type(text).__name__}"
+            )
         fields = []
         for part in text.split(","):
             part = part.strip()
@@ -202,6 +207,17 @@ def _extract(table: pa.Table | pa.RecordBatch, path: tuple[str, ...]) -> pa.Arra
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     return col
+
+
+def lookup_keys(keys: Any) -> list[Any]:
+    """The keys of a point lookup as a list: a str or bytes would be read as a sequence
+    of one-character keys (``get("12")`` looking up ``1`` and ``2``), and a lone number
+    is not iterable at all, so both are refused naming the form wanted."""
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise InvalidInputError(
+            f"get takes a list of keys, not a {type(keys).__name__}: get([{keys!r}])"
+        )
+    return list(keys)
 
 
 def is_sortable(t: pa.DataType) -> bool:

@@ -13,11 +13,17 @@ works chunk-wise with a *watermark*:
   rows), concatenate the prefixes, sort them with Arrow (stable), emit, refill.
 
 Each round exhausts at least one chunk, so the loop makes progress; memory is one
-chunk per source plus one round of output. Ties keep source order: at the watermark
-only sources up to the first one whose chunk *ends* at the watermark give their tied
-rows (that source may hold more of them in its next chunk, and later sources must
-wait for those). Keyless rows sit at the end of every sorted source and all come out
-after every keyed row, source by source.
+chunk per source plus one round of output. A round of a single integer-like key
+field that rises in the output holds about :data:`ROUND_ROWS` rows at most: its
+watermark is lowered to a key that every source's chunk passes (then each source's
+rows up to it, ties included, are all in hand). Unbounded, the first round would
+hold every source's first chunk up to the watermark (a compaction of ten objects: an
+eighth of all rows), and whoever consumes the merge (an encoder) would wait for all
+of it. Ties keep source order: at the watermark only sources up to the first one
+whose chunk *ends* at the watermark give their tied rows (that source may hold more
+of them in its next chunk, and later sources must wait for those). Keyless rows sit
+at the end of every sorted source and all come out after every keyed row, source by
+source.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ else:
     pc = lazy_module("pyarrow.compute")  # 40 ms to import, and a point lookup needs none
 
 __all__ = ["concat_unified", "descending_indices", "first_true", "merge_sorted", "reverse_table"]
+
+#: most rows of a round (an integer key's; see the module docstring)
+ROUND_ROWS = 1 << 17
 
 #: ``[size-1, ..., 1, 0]``, grown on demand
 _descending: pa.Array | None = None
@@ -266,6 +275,17 @@ def _integer_cuts(live: list[_Source], rising: bool) -> list[int] | None:
         return None
     lasts = [int(values[s.end - 1]) for values, s in zip(columns, live, strict=True)]
     mark = min(lasts) if rising else max(lasts)
+    if rising:
+        per = max(1, ROUND_ROWS // len(live))
+        pairs = zip(columns, live, strict=True)
+        capped = min(int(values[min(s.pos + per, s.end - 1)]) for values, s in pairs)
+        if capped < mark:
+            # every chunk goes on past ``capped``: each source's rows up to it (ties too,
+            # in source order) are all here, and the source of the least has some
+            return [
+                s.pos + int(np.searchsorted(values[s.pos : s.end], capped, "right"))
+                for values, s in zip(columns, live, strict=True)
+            ]
     first_at_mark = lasts.index(mark)
     out = []
     for i, (values, src) in enumerate(zip(columns, live, strict=True)):

@@ -150,8 +150,14 @@ def _merged_ahead(
     # gets the others (measured on 2 cores: a second decoding thread only adds switching)
     cores = os.cpu_count() or 1
     workers = max(1, min(len(sources), cores - 1, MAX_READ_AHEAD_THREADS))
-    with ThreadPoolExecutor(workers, thread_name_prefix="limno-read-ahead") as pool:
-        ahead = [_ahead(s, pool) for s in sources]
+    # ... but nothing can be merged before every source's first batch is in, and until
+    # then the consumer has nothing to do: those decode on every core
+    starters = max(1, min(len(sources), cores, MAX_READ_AHEAD_THREADS))
+    with (
+        ThreadPoolExecutor(workers, thread_name_prefix="limno-read-ahead") as pool,
+        ThreadPoolExecutor(starters, thread_name_prefix="limno-read-first") as first,
+    ):
+        ahead = [_ahead(s, pool, first) for s in sources]
         try:
             yield from merge_sorted(ahead, key, reverse=reverse)
         finally:
@@ -162,13 +168,16 @@ def _merged_ahead(
 _END = object()
 
 
-def _ahead(items: Iterator[pa.Table], pool: ThreadPoolExecutor) -> Generator[pa.Table, None, None]:
-    """``items``, the next one produced in ``pool`` while the caller has this one.
+def _ahead(
+    items: Iterator[pa.Table], pool: ThreadPoolExecutor, first: ThreadPoolExecutor | None = None
+) -> Generator[pa.Table, None, None]:
+    """``items``, the next one produced in ``pool`` (the first one in ``first``, if
+    given) while the caller has this one.
 
     One item at a time is in flight, so ``items`` never runs in two threads at once;
     closing this closes ``items`` once its item in flight is done.
     """
-    pending = pool.submit(next, items, _END)
+    pending = (first or pool).submit(next, items, _END)
     try:
         while True:
             item = pending.result()

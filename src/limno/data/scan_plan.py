@@ -95,6 +95,12 @@ class Plan:
     the same rows in the same order (clusters never hold equal keys across them).
     """
 
+    #: the objects planned (a stored plan: see ``plan_index.py``, read as needed)
+    objects: Sequence[DataObject]
+    #: per cluster (in key order), its first and last key
+    _starts: Sequence[SortKey]
+    _ends: Sequence[SortKey]
+
     def __init__(self, objects: Sequence[DataObject], key: PoolKey) -> None:
         self.objects = tuple(objects)
         self.key = key
@@ -117,7 +123,7 @@ class Plan:
         Binary search either way round, whichever is fewer searches: each key among
         the clusters, or each cluster among the keys (many keys: a search a cluster)."""
         held: set[int] = set()
-        if len(keys) <= len(self._clusters):
+        if len(keys) <= len(self._starts):
             for k in keys:
                 i = bisect.bisect_left(self._ends, k)
                 if i < len(self._ends) and not k < self._starts[i]:
@@ -127,8 +133,16 @@ class Plan:
                 j = bisect.bisect_left(keys, start)
                 if j < len(keys) and not end < keys[j]:
                     held.add(i)
-        picked = {self._position[id(o)]: o for i in held for o in self._clusters[i]}
+        picked = dict(member for i in held for member in self._members(i))
         return sorted(picked.items(), key=_index)
+
+    def _cluster(self, i: int) -> list[DataObject]:
+        """Cluster ``i`` (in key order): its objects, in object order."""
+        return self._clusters[i]
+
+    def _members(self, i: int) -> list[tuple[int, DataObject]]:
+        """Cluster ``i``'s objects with their index among :attr:`objects`."""
+        return [(self._position[id(o)], o) for o in self._clusters[i]]
 
     def clusters(
         self, lo: Key | None, hi: Key | None, reverse: bool = False
@@ -142,12 +156,12 @@ class Plan:
             return
         # clusters do not overlap: their starts and their ends both increase
         at = 0 if lo_key is None else bisect.bisect_left(self._ends, lo_key)
-        stop = len(self._clusters) if hi_key is None else bisect.bisect_left(self._starts, hi_key)
+        stop = len(self._starts) if hi_key is None else bisect.bisect_left(self._starts, hi_key)
         full = lo is None and hi is None
         if full and reverse and self._keyless is not None:
             yield self._keyless
         for i in reversed(range(at, stop)) if reverse else range(at, stop):
-            cluster = self._clusters[i]
+            cluster = self._cluster(i)
             if not full:
                 cluster = [o for o in cluster if o.overlaps(key, lo_key, hi_key)]
             if cluster:

@@ -4,7 +4,10 @@
    output pool is created, keyed on ``kafka.offset`` like the pools ``kafka from``
    makes).
 2. Each input pool's branch is read; the engine picks the records not consumed yet
-   and the pending ones, and runs the rules (:mod:`.local`).
+   and the pending ones, and runs the rules: DuckDB in this process (:mod:`.local`)
+   or Spark (:mod:`.spark`), same definitions, same answers. ``auto`` picks Spark
+   from ``$LIMNO_SPARK_THRESHOLD`` (1 GiB) of input branch objects on
+   (:func:`limno.engines.choice.use_spark`).
 3. With no new input record, nothing is committed. Otherwise the output records and
    the new state are ONE commit of the output branch: a crash before it leaves the
    pool as it was (the rerun does the same work again), after it the work is done.
@@ -14,9 +17,9 @@ read again, and a run that finds another's commit stops with a ConflictError
 instead of committing what the other wrote too (a commit landing in the moment
 between that check and ours is not caught).
 
-Each run reads the input branches whole and filters them (a partition added to a
-topic later starts at offset 0, which a lower bound would skip): the cost of a run
-grows with the raw pools.
+A local run reads of its input branches only what it needs (:mod:`.reads`: key
+ranges from the ``consumed`` marks, pending records by key), so its cost follows the
+new records, not the raw pools.
 """
 
 from __future__ import annotations
@@ -25,12 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from limno.engines.choice import use_spark
 from limno.errors import ConflictError, NotFoundError
 from limno.etl.config import Config
-from limno.etl.state import State, read_state
+from limno.etl.state import Read, State, read_state
 
 if TYPE_CHECKING:
     from limno.api import Lake, Pool
@@ -67,51 +68,6 @@ def _size(lake: Lake, config: Config) -> int:
     return sum(o.size for pool, branch in refs for o in lake.pool(pool).objects(branch))
 
 
-def _sources(lake: Lake, config: Config) -> dict[str, pa.Table]:
-    """Each input pool@branch's records, read once, in this process."""
-    tables: dict[str, pa.Table] = {}
-    for source in config.inputs:
-        if source.ref not in tables:
-            tables[source.ref] = lake.pool(source.pool).scan(source.branch)
-    return tables
-
-
-def _spark_sources(lake: Lake, config: Config, state: State) -> dict[str, pa.Table]:
-    """Each input pool@branch's new and pending records of the input topics, kept by
-    Spark (a native scan of the branch's objects) and brought here as Arrow."""
-    tables: dict[str, pa.Table] = {}
-    for source in config.inputs:
-        if source.ref in tables:
-            continue
-        name = "`" + source.ref.replace("`", "``") + "`"
-        schemas = [o.schema for o in lake.pool(source.pool).objects(source.branch)]
-        kafkas = [s.field("kafka").type for s in schemas if "kafka" in s.names]
-        if not kafkas:  # no records yet
-            tables[source.ref] = pa.table({})
-            continue
-        partitioned = any(k.get_field_index("partition") >= 0 for k in kafkas)
-        topics = [i.topic for i in config.inputs if i.ref == source.ref]
-        keep = " OR ".join(_spark_keep(t, state, partitioned) for t in topics)
-        tables[source.ref] = lake.query(f"SELECT * FROM {name} WHERE {keep}", engine="spark")
-    return tables
-
-
-def _spark_keep(topic: str, state: State, partitioned: bool) -> str:
-    """Spark SQL: a record of ``topic`` above its partition's mark, or pending."""
-    text = topic.replace("\\", "\\\\").replace("'", "\\'")
-    part = "coalesce(kafka.`partition`, 0)" if partitioned else "0"
-    off = "kafka.`offset`"
-    marks = state.consumed.get(topic, {})
-    new = "true"
-    if marks:
-        cases = " ".join(f"WHEN {part} = {p} THEN {off} > {o}" for p, o in marks.items())
-        new = f"CASE {cases} ELSE true END"
-    waiting = sorted({f"'{p}:{o}'" for e in state.pending.values() for t, p, o in e if t == topic})
-    if waiting:
-        new += f" OR concat({part}, ':', {off}) IN ({', '.join(waiting)})"
-    return f"(kafka.topic = '{text}' AND ({new}))"
-
-
 def run_etl(
     lake: Lake,
     config: Config,
@@ -127,15 +83,21 @@ def run_etl(
     chosen = (
         "spark" if use_spark(engine, _size(lake, config) if engine == "auto" else 0) else "local"
     )
-    sources = _spark_sources(lake, config, state) if chosen == "spark" else _sources(lake, config)
-    from limno.etl import local  # DuckDB loads with the run, not with the CLI
+    read: Read = {}  # what was read where (a local run's hint for the next one)
+    if chosen == "spark":
+        from limno.etl import spark  # PySpark loads only for a run on Spark
 
-    result = local.evaluate(config, state, sources)
+        result = spark.evaluate_lake(lake, config, state)
+    else:
+        from limno.etl import local, reads  # DuckDB loads with the run, not with the CLI
+
+        sources, read = reads.read_inputs(lake, config, state)
+        result = local.evaluate(config, state, sources)
     waiting = sum(len(v) for v in result.pending.values())
     if not result.new_events:
         log(f"etl {config.name}: no new input records; nothing committed")
         return RunReport(None, 0, {}, waiting, chosen)
-    after = State(result.consumed, result.pending, result.next)
+    after = State(result.consumed, result.pending, result.next, read=read)
     if read_state(pool, branch, config.name).commit != state.commit:
         raise ConflictError(
             f"etl {config.name}: {pool_name}@{branch} got a commit of another run of it "

@@ -13,6 +13,11 @@ config name (several configs may write to one pool)::
   its ``where`` and wait for a partner: ``[topic, partition, offset]``;
 * ``next``: per output topic, the ``kafka.offset`` its next record gets.
 
+The same commit records, under ``etl_read``, what the run read of each input branch
+(``{"invoices": {"Raw@main": {"commit": ID, "topics": [...]}}}``): a hint for the next
+run's reads (:mod:`.reads`), kept apart from the entry above, which says what was
+processed and is the same whatever lake or engine ran it.
+
 The output records and this entry are one commit, so they are never apart: a crash
 before the commit loses both (the rerun does the work again), after it neither.
 A run reads the newest commit of the output branch whose meta names its config
@@ -30,9 +35,12 @@ from limno.errors import CorruptError
 if TYPE_CHECKING:
     from limno.api import Pool
 
-__all__ = ["META_KEY", "State", "read_state"]
+__all__ = ["META_KEY", "READ_KEY", "Read", "State", "read_state"]
 
 META_KEY = "etl"
+READ_KEY = "etl_read"
+#: per input pool@branch, the commit a run read and the topics it read there
+Read = dict[str, dict[str, Any]]
 _FIRST_LOOK = 4
 
 
@@ -44,10 +52,13 @@ class State:
     pending: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     next: dict[str, int] = field(default_factory=dict)
     commit: str | None = None
+    read: Read = field(default_factory=dict)
 
     def meta(self, name: str) -> dict[str, Any]:
         """The commit meta recording this state for config ``name``."""
+        read = {READ_KEY: {name: self.read}} if self.read else {}
         return {
+            **read,
             META_KEY: {
                 name: {
                     "consumed": {
@@ -61,7 +72,7 @@ class State:
                     },
                     "next": dict(sorted(self.next.items())),
                 }
-            }
+            },
         }
 
 
@@ -74,7 +85,7 @@ def read_state(pool: Pool, branch: str, name: str) -> State:
             entry = commit.meta.get(META_KEY)
             if isinstance(entry, Mapping) and name in entry:
                 try:
-                    return _parse(entry[name], commit.id)
+                    return _parse(entry[name], commit.id, _read(commit.meta.get(READ_KEY), name))
                 except (TypeError, ValueError, KeyError, AttributeError):
                     raise CorruptError(
                         f"commit {commit.id}: its meta {META_KEY}.{name} is not an etl state"
@@ -84,7 +95,23 @@ def read_state(pool: Pool, branch: str, name: str) -> State:
         limit *= 16
 
 
-def _parse(entry: Any, commit: str) -> State:
+def _read(entry: Any, name: str) -> Read:
+    """The ``etl_read`` hint of config ``name`` (empty when missing or not one: it only
+    saves reading, so a run without it reads its inputs whole)."""
+    mine = entry.get(name) if isinstance(entry, Mapping) else None
+    if not isinstance(mine, Mapping):
+        return {}
+    return {
+        str(ref): {"commit": seen["commit"], "topics": list(seen["topics"])}
+        for ref, seen in mine.items()
+        if isinstance(seen, Mapping)
+        and isinstance(seen.get("commit"), str)
+        and isinstance(seen.get("topics"), list)
+        and all(isinstance(t, str) for t in seen["topics"])
+    }
+
+
+def _parse(entry: Any, commit: str, read: Read) -> State:
     consumed = {
         str(t): {int(p): _int(o) for p, o in parts.items()}
         for t, parts in entry["consumed"].items()
@@ -94,7 +121,7 @@ def _parse(entry: Any, commit: str) -> State:
         for k, events in entry["pending"].items()
     }
     nexts = {str(t): _int(n) for t, n in entry["next"].items()}
-    return State(consumed, pending, nexts, commit)
+    return State(consumed, pending, nexts, commit, read)
 
 
 def _int(value: Any) -> int:

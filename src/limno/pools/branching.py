@@ -26,11 +26,18 @@ if TYPE_CHECKING:
     from limno.journal import Requirement
     from limno.pools.registry import PoolConfig, PoolRegistry
 
-__all__ = ["Branching", "BranchView", "DEFAULT_BRANCH", "TX_PREFIX", "transaction"]
+__all__ = ["Branching", "BranchView", "DEFAULT_BRANCH", "TX_PREFIX", "check_limit", "transaction"]
 
 DEFAULT_BRANCH = "main"
 #: throw-away branches of transactions are named ``_tx-<ksuid>``
 TX_PREFIX = "_tx-"
+
+
+def check_limit(limit: int | None) -> None:
+    """A ``limit`` of a log or a scan: a negative one used to read as an empty answer,
+    which hides a caller's mistake (``log -n -1`` printed nothing and exited 0)."""
+    if limit is not None and limit < 0:
+        raise InvalidInputError(f"limit must not be negative, not {limit}")
 
 
 class Branching:

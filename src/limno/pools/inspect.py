@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from limno.pools import jobs
     from limno.pools.files.pool import FilePool
     from limno.pools.jobs import JobRecord
-    from limno.pools.records import indexing, snapshot_cache, splitting
+    from limno.pools.records import indexing, snapshot_cache, snapshot_index, splitting
     from limno.pools.records.partitions import PartitionTree
     from limno.pools.records.pool import RecordPool
     from limno.pools.registry import PoolConfig
@@ -43,6 +43,7 @@ else:
     splitting = lazy_module("limno.pools.records.splitting")
     indexing = lazy_module("limno.pools.records.indexing")
     snapshot_cache = lazy_module("limno.pools.records.snapshot_cache")
+    snapshot_index = lazy_module("limno.pools.records.snapshot_index")
 
 __all__ = [
     "FILE_POOL_TABLES",
@@ -234,7 +235,10 @@ def partitions_table(pool: RecordPool, ref: str | None = None) -> pa.Table:
         found = snapshot_cache.decoded(pool.versioned, pool.key, snapshot)
         return _partitions_table(pool, found.objects, found.tree)
 
-    return snapshot_cache.memo(pool.versioned, pool.key, snapshot, "partitions", make)
+    def stored() -> pa.Table:  # a big snapshot's: stored once (see snapshot_index.py)
+        return snapshot_index.partitions(pool.versioned, snapshot, make)
+
+    return snapshot_cache.memo(pool.versioned, pool.key, snapshot, "partitions", stored)
 
 
 def _partitions_table(
@@ -395,11 +399,15 @@ def status_tables(
     first ``rows`` rows only (:func:`total_rows` tells how many there are): what a page
     shows, made in time proportional to it, not to the snapshot's objects."""
     records = jobs.JobTracker(pool.storage, pool.id).jobs()
-    objs, tree = pool.snapshot(ref)
-    shown = objs if rows is None else objs[: max(rows, 0)]
+    # a big snapshot's first objects come from its stored plan, not from decoding all
+    window = None if rows is None else snapshot_index.first_objects(pool, ref, max(rows, 0))
+    if window is None:
+        objs, tree = pool.snapshot(ref)
+        window = (objs if rows is None else objs[: max(rows, 0)]), len(objs), tree
+    shown, count, tree = window
     return {
         "partitions": _first(partitions_table(pool, ref), rows),
-        "files": _first(objects_table(shown, tree), rows, len(objs)),
+        "files": _first(objects_table(shown, tree), rows, count),
         "compaction_jobs": jobs_table([r for r in records if r.kind == "compaction"][-limit:]),
         "other_jobs": jobs_table([r for r in records if r.kind != "compaction"][-limit:]),
         "ingest_jobs": ingest_table(pool, ref, limit),

@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI
 from limno.api.local import LocalLake
 from limno.server import problems
 from limno.server.authorization import guard
+from limno.server.fast import FastPaths
 from limno.server.guard import Limits as RequestLimits
 from limno.server.guard import install as install_guard
 from limno.server.routes import (
@@ -77,6 +78,8 @@ def create_app(
     app.state.authenticator = authenticator
     app.state.query_limits = limits
     problems.install(app)
+    if not dependencies:  # it runs none: with some, every request takes the routes
+        app.add_middleware(FastPaths)  # inside the guard: its limits and refusals first
     install_guard(app, request_limits or RequestLimits(), tuple(cors_origins))
     events.install(app, heartbeat, max_open=max_event_streams)
 

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from limno.errors import LimnoError, http_status
 from limno.server.formats import NotAcceptableError
 
-__all__ = ["PROBLEM", "install", "problem"]
+__all__ = ["PROBLEM", "install", "of_error", "problem"]
 
 PROBLEM = "application/problem+json"
 log = logging.getLogger("limno.server")
@@ -56,6 +56,11 @@ def problem(status: int, detail: str, error: str, **extra: Any) -> JSONResponse:
 
 
 def _limno(request: Request, exc: Exception) -> JSONResponse:
+    return of_error(exc)
+
+
+def of_error(exc: Exception) -> JSONResponse:
+    """The answer to a LimnoError (also for routes outside FastAPI: limno.server.fast)."""
     # what some errors carry besides their message (a damaged object's path, pool, reason)
     extra = {k: v for k in _FIELDS if isinstance(v := getattr(exc, k, None), str) and v}
     return problem(http_status(exc), str(exc), type(exc).__name__, **extra)

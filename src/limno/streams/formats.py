@@ -40,8 +40,11 @@ __all__ = [
     "JsonDecoder",
     "Undecodable",
     "decoder_for",
+    "encoded",
     "encoder_for",
+    "coerced_array",
     "typed_column",
+    "utf8_column",
 ]
 
 #: the names of the formats, as ``--format`` takes them
@@ -103,6 +106,14 @@ class Decoder:
             return None
         return _json_column([None if r is None else _bytes(r) for r in raws], checked=False)
 
+    def fast_keys(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        """The column of a whole batch's raw keys (None: no key) at once, when they are
+        all UTF-8 (Arrow checks them in one pass); None when one is not, or the format
+        reads keys otherwise: then each key is read on its own (:meth:`parse_key`)."""
+        if type(self).parse_key is not Decoder.parse_key:
+            return None
+        return utf8_column(raws)
+
     def parse_key(self, raw: bytes | str) -> Any:
         """One key (not called for a missing key)."""
         if isinstance(raw, bytes):
@@ -119,19 +130,31 @@ class Decoder:
 JsonDecoder = Decoder
 
 
-def _json_column(raws: Sequence[bytes | None], *, checked: bool = True) -> pa.Array | None:
+def utf8_column(raws: Sequence[bytes | str | None]) -> pa.Array | None:
+    """Raw bytes (None: null) as one text column, or None when one is not UTF-8 (or
+    is not bytes)."""
+    try:
+        return pa.array(raws, pa.binary()).cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+
+
+def _json_column(
+    raws: Sequence[bytes | None], *, checked: bool = True, typ: pa.DataType | None = None
+) -> pa.Array | None:
     """Values (None: a tombstone) as one column by pyarrow's JSON reader, or None.
 
     ``checked``: each value was parsed alone already; else the block must also be
     UTF-8, read into exactly one row per value and one column (a value such as
     ``1, "w": 2`` would add a column, ``1} {"v": 2`` a row), and no deeper than
-    :data:`MAX_NESTING`."""
+    :data:`MAX_NESTING`. ``typ``: the values are read as that type (fields it does
+    not name inferred), a value that is not of it failing the read."""
     block = b"".join(
         b'{"v":null}\n' if r is None else b'{"v":' + r.translate(_LINE_BREAKS) + b"}\n"
         for r in raws
     )
-    if _LONG_INTEGER.search(block) is not None:
-        return None  # pyarrow would round it to a float
+    if typ is None and _LONG_INTEGER.search(block) is not None:
+        return None  # pyarrow would round it to a float (an int64 it reads exactly)
     if not checked:
         try:
             block.decode("utf-8")
@@ -139,7 +162,8 @@ def _json_column(raws: Sequence[bytes | None], *, checked: bool = True) -> pa.Ar
             return None
     try:
         opts = pjson.ReadOptions(block_size=len(block) + 1)  # one block: one inference
-        table = pjson.read_json(io.BytesIO(block), read_options=opts)
+        parse = pjson.ParseOptions(explicit_schema=None if typ is None else pa.schema({"v": typ}))
+        table = pjson.read_json(io.BytesIO(block), read_options=opts, parse_options=parse)
     except (pa.ArrowInvalid, KeyError):
         return None  # values of disagreeing types (or, unchecked, not JSON)
     if not checked and (
@@ -164,6 +188,18 @@ class ConnectDecoder(Decoder):
     """The Kafka Connect JSON envelope (see :mod:`.formats_connect`)."""
 
     name = "connect"
+
+    def __init__(self) -> None:
+        # payloads of a batch read as one JSON block, as typed as their schema says
+        self._batches = connect.Batches(
+            lambda raws, typ: _json_column(raws, checked=False, typ=typ)
+        )
+
+    def fast_values(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        return self._batches.column(raws)
+
+    def fast_keys(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        return self._batches.column(raws)  # None also when one is plain text
 
     def parse(self, raw: bytes | str) -> Any:
         return _envelope(parse_json(raw))
@@ -224,12 +260,16 @@ def typed_column(parsed: list[Any], topic: str, *, coerce: bool = False) -> pa.A
                 f"kafka topic {topic}: the messages' Connect schemas disagree ({e})"
             ) from None
     values = [None if p is None else p[0] for p in parsed]
-    if coerce:
-        try:
-            return pa.array(values, typ)  # mostly they fit as they are: no pass over them
-        except BUILD_ERRORS:
-            values = [to_type(v, typ) for v in values]
-    return pa.array(values, typ)
+    return coerced_array(values, typ) if coerce else pa.array(values, typ)
+
+
+def coerced_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """Values as an array of ``typ``, made to fit it first when they do not as they
+    are (limno's widening rule: Avro unions)."""
+    try:
+        return pa.array(values, typ)  # mostly they fit as they are: no pass over them
+    except BUILD_ERRORS:
+        return pa.array([to_type(v, typ) for v in values], typ)
 
 
 def decoder_for(fmt: str, registry: str | None = None) -> Decoder:
@@ -253,6 +293,16 @@ Encoder = Callable[[Any], "str | bytes | None"]
 
 def _json_value(value: Any) -> str | None:
     return None if value is None else (value if isinstance(value, str) else json_text(value))
+
+
+def encoded(encoder: Encoder, column: pa.ChunkedArray | pa.Array) -> list[Any]:
+    """A column's values as messages' bytes: text taken as it is, without a call per
+    value, when the encoder writes text as its text (JSON and text keys)."""
+    values = column.to_pylist()
+    typ = column.type
+    if encoder is _json_value and (pa.types.is_string(typ) or pa.types.is_large_string(typ)):
+        return values
+    return [encoder(v) for v in values]
 
 
 def encoder_for(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import fastavro
@@ -33,7 +34,7 @@ import pyarrow.types as pt
 from limno.data.json_text import text_of
 from limno.data.schema import from_avro
 from limno.errors import InvalidInputError, NotFoundError
-from limno.streams.formats import Decoder, typed_column
+from limno.streams.formats import Decoder, coerced_array, typed_column, utf8_column
 from limno.streams.formats_connect import Undecodable
 from limno.streams.registry_client import RegistryClient
 
@@ -88,6 +89,46 @@ class AvroDecoder(Decoder):
 
     def column(self, parsed: list[Any], offsets: list[int], topic: str) -> pa.Array:
         return typed_column(parsed, topic, coerce=True)
+
+    def fast_values(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        """The column of a batch whose values (None: a tombstone) all carry ONE schema
+        id (the common case: a topic's producer writes one schema), decoded in one
+        tight loop with no per-message checks but the body's length; None when the
+        batch mixes schema ids, or any value does not decode (then :meth:`parse`, value
+        by value, names the one at fault), or all are tombstones."""
+        prefixes = {r[:5] for r in raws if r is not None}
+        if len(prefixes) != 1:
+            return None
+        prefix = prefixes.pop()
+        if not isinstance(prefix, bytes) or len(prefix) < 5 or prefix[0] != _MAGIC:
+            return None
+        try:
+            schema, typ = self._reader(int.from_bytes(prefix[1:5], "big"))
+        except Undecodable:
+            return None
+        read, values = fastavro.schemaless_reader, list[Any]()
+        try:
+            for raw in raws:
+                if raw is None:
+                    values.append(None)
+                    continue
+                # all bytes: a str's prefix would have been a second one
+                body = io.BytesIO(raw.encode() if isinstance(raw, str) else raw)
+                body.seek(5)
+                values.append(read(body, schema, None))
+                if body.tell() != len(raw):
+                    return None
+        except Exception:  # fastavro raises whatever the bytes lead it to
+            return None
+        return coerced_array(values, typ)
+
+    def fast_keys(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        """Keys as text at once when none is in the wire format (else key by key, as
+        when all are missing: a null column)."""
+        wire = any(isinstance(r, bytes) and len(r) >= 5 and r[0] == _MAGIC for r in raws)
+        if wire or all(r is None for r in raws):
+            return None
+        return utf8_column(raws)
 
     def parse_key(self, raw: bytes | str) -> Any:
         if isinstance(raw, bytes) and len(raw) >= 5 and raw[0] == _MAGIC:

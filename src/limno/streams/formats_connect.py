@@ -35,15 +35,28 @@ import base64
 import binascii
 import datetime as dt
 import decimal
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.types as pt
 
+from limno.data.input_checks import MAX_NESTING, check_json_nesting
 from limno.data.json_text import text_of
+from limno.errors import InvalidInputError
 
-__all__ = ["Undecodable", "arrow_type", "connect_schema", "from_payload", "to_payload"]
+__all__ = [
+    "Batches",
+    "BlockReader",
+    "Undecodable",
+    "arrow_type",
+    "connect_schema",
+    "from_payload",
+    "to_payload",
+]
 
 _CONNECT = "org.apache.kafka.connect.data."
 _DEBEZIUM = "io.debezium.time."
@@ -318,3 +331,194 @@ def _logical_number(name: str, value: Any) -> int:
         delta = value - start
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return micros * per_second // 1_000_000
+
+
+# -- reading a batch at once -------------------------------------------------------------
+
+#: what reads the payloads of a batch at once: their JSON texts (None: a tombstone)
+#: read as one column of the given Arrow type, or None when one does not fit it
+BlockReader = Callable[[Sequence[bytes | None], pa.DataType], "pa.Array | None"]
+_HEAD = b'{"schema":'
+_PAYLOAD = b',"payload":'
+_SCHEMAS_KEPT = 64  # distinct schemas remembered (a topic's schema changes rarely)
+_JSON_DECODER = json.JSONDecoder()
+_MIN_DAY, _MAX_DAY = (dt.date.min - _EPOCH_DAY).days, (dt.date.max - _EPOCH_DAY).days
+
+
+class _Plan:
+    """How the payloads of one schema are read: as JSON of ``json_type``, then made
+    into ``typ`` (:func:`arrow_type`)."""
+
+    def __init__(self, schema: dict[str, Any], json_type: pa.DataType) -> None:
+        self.schema, self.json_type, self.typ = schema, json_type, arrow_type(schema)
+
+
+class Batches:
+    """Connect envelopes read a batch at a time (``kafka from --format connect``).
+
+    Debezium sends the same schema with every message: parsing it, and the payload
+    value by value, in Python, was most of a sync's time. Here each distinct schema
+    (its JSON text, as the message's bytes start with it) is parsed once and kept with
+    its Arrow type; the payloads that share it are read in one pass of pyarrow's JSON
+    reader (``read``: the one ``--format json`` uses) as the JSON types of the schema,
+    then made into its Arrow types column by column: integers and dates by a cast,
+    other logical types (decimals, times, zoned text), bytes, arrays and maps value by
+    value with :func:`from_payload`, so the values are those of the message-by-message
+    path exactly. :meth:`column` gives None whenever anything does not fit (an envelope
+    not as JsonConverter writes it, a payload off its schema, schemas of different
+    types in one batch, a value out of Python's range): the caller then decodes message
+    by message, which names the message at fault or unifies the types as before.
+    """
+
+    def __init__(self, read: BlockReader) -> None:
+        self._read = read
+        self._plans: dict[bytes, _Plan | None] = {}  # by the envelope's head
+
+    def column(self, raws: Sequence[bytes | str | None]) -> pa.Array | None:
+        """The values of a batch's envelopes (None: a tombstone) as one column, or None."""
+        groups: dict[bytes, tuple[list[int], list[bytes | None]]] = {}
+        head = b""
+        for i, raw in enumerate(raws):
+            if raw is None:
+                continue
+            data = raw.encode() if isinstance(raw, str) else raw
+            if not (head and data.startswith(head)):
+                head = self._head(data, groups) or b""
+                if not head or self._plans.get(head) is None:
+                    return None
+            if data[-1:] != b"}":
+                return None
+            rows, payloads = groups.setdefault(head, ([], []))
+            rows.append(i)
+            payloads.append(data[len(head) : -1])
+        columns = []
+        for head, (_, payloads) in groups.items():
+            plan = self._plans.get(head)
+            block = None if plan is None else self._read(payloads, plan.json_type)
+            if plan is None or block is None:
+                return None
+            try:
+                columns.append(_typed(block, plan.schema))
+            except (Undecodable, pa.ArrowInvalid, OverflowError):
+                return None
+        return _in_order(columns, [rows for rows, _ in groups.values()], len(raws))
+
+    def _head(self, data: bytes, batch: dict[bytes, Any]) -> bytes | None:
+        """The known head ``data`` starts with (of this batch first), else learnt."""
+        for heads in (batch, self._plans):
+            found = next((h for h in heads if data.startswith(h)), None)
+            if found is not None:
+                return found
+        return self._learn(data)
+
+    def _learn(self, data: bytes) -> bytes | None:
+        """The head (``{"schema":...,"payload":``) of a message whose schema is not
+        known yet, its plan kept (None: not an envelope this reads)."""
+        if not data.startswith(_HEAD):
+            return None
+        try:
+            if data.count(b"{") + data.count(b"[") > MAX_NESTING:
+                check_json_nesting("kafka", data, 1, outer=1)
+            text = data.decode()
+            schema, end = _JSON_DECODER.raw_decode(text, len(_HEAD))
+        except (ValueError, InvalidInputError, RecursionError):
+            return None
+        head = text[:end].encode() + _PAYLOAD
+        if not data.startswith(head):
+            return None
+        if head not in self._plans:
+            if len(self._plans) >= _SCHEMAS_KEPT:
+                self._plans.clear()
+            try:
+                json_type = _json_type(schema)
+                self._plans[head] = None if json_type is None else _Plan(schema, json_type)
+            except Undecodable:
+                self._plans[head] = None
+        return head
+
+
+def _json_type(schema: Any) -> pa.DataType | None:
+    """The Arrow type pyarrow's JSON reader reads a payload of ``schema`` as (None: a
+    schema whose payloads are read message by message: defaults, maps)."""
+    kind, name = _kind(schema)
+    if schema.get("default") is not None or kind == "map":
+        return None
+    if name in (_DECIMAL, _ZONED) or kind in ("string", "bytes"):
+        return pa.string()
+    if name in _NUMERIC_LOGICAL or kind in _INTS:
+        return pa.int64()
+    if kind == "array":
+        items = _json_type(schema.get("items"))
+        return None if items is None else pa.list_(items)
+    if kind == "struct":
+        arrow_type(schema)  # a struct that is not one: Undecodable
+        names = [_field_name(f) for f in schema["fields"]]
+        types = [_json_type(f) for f in schema["fields"]]
+        if len(set(names)) < len(names) or any(t is None for t in types):
+            return None
+        return pa.struct(list(zip(names, types, strict=True)))
+    return _PLAIN[kind] if kind in ("boolean", "double", "float64") else pa.float64()
+
+
+def _typed(block: pa.Array, schema: dict[str, Any]) -> pa.Array:
+    """A column read as :func:`_json_type` says, made into :func:`arrow_type`."""
+    kind, name = _kind(schema)
+    typ = arrow_type(schema)
+    if kind == "struct":
+        fields = schema["fields"]
+        children = [_typed(block.field(_field_name(f)), f) for f in fields]
+        return pa.StructArray.from_arrays(
+            children, fields=list(typ), mask=block.is_null() if block.null_count else None
+        )
+    if name in _NUMERIC_LOGICAL:
+        cast = _logical_cast(block, name)
+        if cast is not None:
+            return cast
+    if not (name in _NUMERIC_LOGICAL or name in (_DECIMAL, _ZONED)):
+        if kind in _INTS or kind in ("boolean", "string", "double", "float64"):
+            return block.cast(typ)  # a safe cast: an int out of its range fails
+        if kind in ("float", "float32"):
+            return block.cast(typ, safe=False)  # as Arrow rounds a Python float
+    return pa.array([from_payload(schema, v) for v in block.to_pylist()], typ)
+
+
+def _logical_cast(block: pa.Array, name: str) -> pa.Array | None:
+    """Numbers of a logical type (dates, times, timestamps) as their Arrow type by a
+    cast, as :func:`from_payload` makes them (nanoseconds cut to microseconds); None
+    where only it says (a time beyond a day, negative nanoseconds). Out of Python's
+    dates: OverflowError, as message by message."""
+    typ, per_second = _NUMERIC_LOGICAL[name]
+    low, high = pc.min_max(block).as_py().values()
+    if low is None:
+        return pa.nulls(len(block), typ)
+    if pt.is_time(typ) and not 0 <= low <= high < 86_400 * per_second:
+        return None  # from_payload wraps it to a time of the day
+    if pt.is_date(typ) and not _MIN_DAY <= low <= high <= _MAX_DAY:
+        raise OverflowError("a date out of Python's")
+    if pt.is_timestamp(typ):
+        first, last = (d - _EPOCH for d in (dt.datetime.min, dt.datetime.max))
+        if not first.days * 86_400 * per_second <= low <= high < last.days * 86_400 * per_second:
+            raise OverflowError("a timestamp out of Python's")
+    if per_second == 1_000_000_000:
+        if low < 0:
+            return None  # cut toward the past, not toward zero
+        block = pc.multiply(pc.divide(block, 1_000), 1_000)
+    return block.cast(pa.int32() if typ.bit_width == 32 else pa.int64()).cast(typ)
+
+
+def _in_order(columns: list[pa.Array], rows: list[list[int]], count: int) -> pa.Array | None:
+    """The columns of the groups of a batch as one, each value back at its row (the
+    rows no group holds: tombstones, null); None when their types differ."""
+    types = {c.type for c in columns}
+    if len(types) > 1:
+        return None  # message by message: the types unified as before
+    if len(columns) == 1 and len(rows[0]) == count:
+        return columns[0]
+    typ = types.pop() if types else pa.null()
+    where = np.full(count, -1, np.int64)
+    start = 0
+    for found in rows:
+        where[found] = np.arange(start, start + len(found))
+        start += len(found)
+    whole = pa.concat_arrays([*columns, pa.nulls(1, typ)])
+    return whole.take(pa.array(np.where(where < 0, start, where)))

@@ -6,8 +6,10 @@ after its last one (the beginning for a partition the pool has none of). No
 consumer group offsets are used or committed. Messages are gathered into batches
 (``batch_rows`` records, or ``batch_interval`` after a batch's first message) and
 each batch is ONE commit whose meta records the offsets it covers and the topic's
-full offset map after it. A crash at any moment (SIGKILL included) loses only an
-uncommitted batch, which the restart reads again: nothing is duplicated or skipped.
+full offset map after it (batches are committed in a thread of their own, one at a
+time and in order, while the next one is consumed). A crash at any moment (SIGKILL
+included) loses only uncommitted batches, which the restart reads again: nothing is
+duplicated or skipped.
 
 Two ``kafka from`` of a topic into one branch cannot both commit a record: before
 each commit the branch's offsets of the topic are read again, and when another writer
@@ -43,6 +45,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +77,7 @@ __all__ = [
     "FromOptions",
     "SyncReport",
     "consumer_config",
+    "create_pool",
     "kafka_error",
     "partitions_of",
     "sync_from",
@@ -140,7 +144,8 @@ def kafka_error(bootstrap: str, err: object) -> LimnoError:
     return LimnoError(f"kafka at {bootstrap}: {text}")
 
 
-def _pool(lake: Lake, name: str, topics: int, log: Callable[[str], None]) -> Pool:
+def create_pool(lake: Lake, name: str, topics: int, log: Callable[[str], None]) -> Pool:
+    """The pool ``name``, made keyed as the module docstring says when missing."""
     try:
         return lake.pool(name)
     except NotFoundError:
@@ -242,12 +247,11 @@ class _Sync:
                 raise kafka_error(self.opts.bootstrap, err)
         self.pending += messages
 
-    def commit(self) -> bool:
-        """The pending messages as one commit (nothing when there are none); whether a
-        commit was made (the last of ``report.commits``)."""
-        if not self.pending:
+    def commit(self, batch: list[Message]) -> bool:
+        """``batch`` as one commit (nothing when it is empty); whether a commit was
+        made (the last of ``report.commits``). One at a time, in batch order."""
+        if not batch:
             return False
-        batch, self.pending = self.pending, []
         # dead letters (when kept) first: see limno.streams.dead_letters
         table, bad = decode_records(batch, self.decoder, keep_bad=self.dead is not None)
         if bad and self.dead is not None:
@@ -296,7 +300,7 @@ def sync_from(
     far are committed first), or ``opts.exit_after`` seconds without a message;
     ``on_commit`` hears of each commit as it lands. A bad shaper is refused first."""
     shaper = None if opts.shaper is None else Shaper(opts.shaper)
-    pool = _pool(lake, opts.pool, len(opts.topics), log)
+    pool = create_pool(lake, opts.pool, len(opts.topics), log)
     errors: list[KafkaError] = []
     consumer = Consumer(consumer_config(opts.bootstrap, errors))
     try:
@@ -311,16 +315,62 @@ def sync_from(
         consumer.close()
 
 
+class _Committer:
+    """Batches committed in a thread of their own, one at a time and in order, while
+    the next batch is consumed (the client fetches without the GIL; writing a batch's
+    objects releases it too). A commit's failure is raised by the next call."""
+
+    def __init__(self, sync: _Sync, on_commit: Callable[[Commit], None]) -> None:
+        self.sync, self.on_commit = sync, on_commit
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="kafka-commit")
+        self.inflight: Future[bool] | None = None
+
+    def settle(self, wait: bool = True) -> None:
+        """The commit in flight waited for (``wait``; else only when done) and heard of."""
+        done = self.inflight
+        if done is None or not (wait or done.done()):
+            return
+        self.inflight = None
+        if done.result():
+            self.on_commit(self.sync.report.commits[-1])
+
+    def launch(self) -> None:
+        """The pending messages committed in the thread, once the one before landed."""
+        self.settle()
+        batch, self.sync.pending = self.sync.pending, []
+        self.inflight = self.pool.submit(self.sync.commit, batch)
+
+    def close(self) -> None:
+        """The thread ended once a commit in flight has ended (its failure not raised:
+        a failure already on its way is)."""
+        self.pool.shutdown(wait=True)
+
+
 def _run(
     sync: _Sync,
     errors: list[KafkaError],
     on_commit: Callable[[Commit], None],
     stop: threading.Event,
 ) -> None:
+    committer = _Committer(sync, on_commit)
+    try:
+        _consume(sync, errors, committer, stop)
+        # stopped (or idle): what was gathered is committed, as at a batch's end
+        if sync.pending:
+            committer.launch()
+        committer.settle()
+    finally:
+        committer.close()
+
+
+def _consume(
+    sync: _Sync, errors: list[KafkaError], committer: _Committer, stop: threading.Event
+) -> None:
     opts = sync.opts
     now = time.monotonic()
     last_message, batch_start, refresh_at = now, now, now + _REFRESH
     while not stop.is_set():
+        committer.settle(wait=False)
         if sync.pending:
             wait = batch_start + opts.batch_interval - now
         elif opts.exit_after is not None:
@@ -341,8 +391,7 @@ def _run(
         if sync.pending and (
             len(sync.pending) >= opts.batch_rows or now - batch_start >= opts.batch_interval
         ):
-            if sync.commit():
-                on_commit(sync.report.commits[-1])
+            committer.launch()
         elif (
             not sync.pending
             and opts.exit_after is not None
@@ -352,6 +401,3 @@ def _run(
         if now >= refresh_at:
             sync.assign_new()
             refresh_at = now + _REFRESH
-    # stopped: what was gathered is committed, as at a batch's end
-    if sync.pending and sync.commit():
-        on_commit(sync.report.commits[-1])

@@ -19,8 +19,9 @@ naming the topic, partition and offset: nothing of the batch is committed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from limno.errors import InvalidInputError
@@ -77,25 +78,43 @@ def decode_records(
     messages: Sequence[Message], decoder: Decoder | None = None, *, keep_bad: bool = False
 ) -> tuple[pa.Table, list[Bad]]:
     """The records of the messages that decode, and (``keep_bad``) those that do not
-    with the reason; without ``keep_bad`` the first that does not fails the batch."""
+    with the reason; without ``keep_bad`` the first that does not fails the batch.
+
+    A batch is read whole first (values, keys and headers each one column at once,
+    when the format can: :meth:`Decoder.fast_values`, :meth:`Decoder.fast_keys`):
+    per message, Python work is the slowest part of a sync. When any part does not
+    fit, the messages are read one by one, which names the one at fault."""
     decoder = decoder or Decoder()
-    whole = decoder.fast_values([m.value() for m in messages])  # None: value by value
-    keys, values, headers, good, bad = [], [], [], [], []
-    for m in messages:
+    keys = [m.key() for m in messages]
+    values = [m.value() for m in messages]
+    heads = [m.headers() for m in messages]
+    whole = decoder.fast_values(values)  # None: value by value
+    if whole is not None and not any(heads):
+        key_column = decoder.fast_keys(keys)
+        if key_column is not None:  # every message decoded: none is bad
+            return pa.table(
+                {
+                    "kafka": _kafka_column(messages),
+                    "key": key_column,
+                    "value": whole,
+                    "headers": _no_headers(len(messages)),
+                }
+            ), []
+    parsed_keys, parsed_values, headers, good, bad = [], [], [], [], []
+    for m, key, value, head in zip(messages, keys, values, heads, strict=True):
         try:
-            key, value = m.key(), m.value()
             parsed = (
                 None if key is None else decoder.parse_key(key),
                 None if value is None or whole is not None else decoder.parse(value),
-                _headers(m),
+                _headers(head),
             )
         except Undecodable as e:
             if not keep_bad:
                 raise InvalidInputError(f"kafka {where(m)}: {e}") from None
             bad.append((m, str(e)))
             continue
-        keys.append(parsed[0])
-        values.append(parsed[1])
+        parsed_keys.append(parsed[0])
+        parsed_values.append(parsed[1])
         headers.append(parsed[2])
         good.append(m)
     topic = messages[0].topic() if messages else ""
@@ -105,10 +124,10 @@ def decode_records(
     table = pa.table(
         {
             "kafka": _kafka_column(good),
-            "key": decoder.key_column(keys),
+            "key": decoder.key_column(parsed_keys),
             "value": whole
             if whole is not None
-            else decoder.column(values, [position(m)[1] for m in good], str(topic))
+            else decoder.column(parsed_values, [position(m)[1] for m in good], str(topic))
             if good
             else pa.nulls(0),  # every message bad: the table is not committed
             "headers": pa.array(headers, _HEADERS_TYPE),
@@ -118,29 +137,48 @@ def decode_records(
 
 
 def batch_ranges(messages: Sequence[Message]) -> dict[str, dict[int, tuple[int, int]]]:
-    """``{topic: {partition: (first, last) offset}}`` of a batch of messages."""
+    """``{topic: {partition: (first, last) offset}}`` of a batch of messages (grouped
+    by Arrow: a batch holds up to hundreds of thousands)."""
+    if not messages:
+        return {}
+    positions = pa.table(
+        {
+            "t": pa.array([m.topic() for m in messages], pa.string()),
+            "p": pa.array([m.partition() for m in messages], pa.int32()),
+            "o": pa.array([m.offset() for m in messages], pa.int64()),
+        }
+    )
+    spans = positions.group_by(["t", "p"]).aggregate([("o", "min"), ("o", "max")]).to_pydict()
     ranges: dict[str, dict[int, tuple[int, int]]] = {}
-    for m in messages:
-        p, o = position(m)
-        spans = ranges.setdefault(str(m.topic()), {})
-        first, last = spans.get(p, (o, o))
-        spans[p] = (min(first, o), max(last, o))
+    for topic, p, first, last in zip(
+        spans["t"], spans["p"], spans["o_min"], spans["o_max"], strict=True
+    ):
+        assert p is not None and first is not None, "a consumed message has both"
+        ranges.setdefault(str(topic), {})[p] = (first, last)
     return ranges
 
 
 def _kafka_column(messages: Sequence[Message]) -> pa.StructArray:
-    stamps = []
-    for m in messages:
-        kind, ms = m.timestamp()
-        stamps.append(ms if kind != 0 and ms >= 0 else None)  # 0: TIMESTAMP_NOT_AVAILABLE
+    stamps = [m.timestamp() for m in messages]
     return pa.StructArray.from_arrays(
         [
             pa.array([m.topic() for m in messages], pa.string()),
             pa.array([m.partition() for m in messages], pa.int32()),
             pa.array([m.offset() for m in messages], pa.int64()),
-            pa.array(stamps, pa.int64()).cast(KAFKA_TYPE.field("timestamp").type),
+            # kind 0: TIMESTAMP_NOT_AVAILABLE
+            pa.array(
+                [ms if kind != 0 and ms >= 0 else None for kind, ms in stamps], pa.int64()
+            ).cast(KAFKA_TYPE.field("timestamp").type),
         ],
         fields=list(KAFKA_TYPE),
+    )
+
+
+def _no_headers(count: int) -> pa.Array:
+    """``count`` empty header lists (what :func:`_headers` gives a message without)."""
+    offsets = pa.array(np.zeros(count + 1, np.int32))
+    return pa.ListArray.from_arrays(
+        offsets, pa.array([], _HEADERS_TYPE.value_type), type=_HEADERS_TYPE
     )
 
 
@@ -153,7 +191,8 @@ def _text(raw: bytes | str | None, what: str) -> str | None:
         raise Undecodable(f"its {what} is not UTF-8") from None
 
 
-def _headers(message: Message) -> list[dict[str, str | None]]:
-    headers = message.headers() or []
+def _headers(headers: Any) -> list[dict[str, str | None]]:
+    """A message's headers (``Message.headers()``) as ``{key, value}`` text pairs."""
+    headers = headers or []
     pairs = headers.items() if isinstance(headers, dict) else headers  # consumed: a list
     return [{"key": name, "value": _text(value, f"header {name!r}")} for name, value in pairs]

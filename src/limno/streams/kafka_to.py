@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from limno.errors import InvalidInputError, LimnoError
-from limno.streams.formats import encoder_for
+from limno.streams.formats import encoded, encoder_for
 from limno.streams.kafka_from import consumer_config, kafka_error, partitions_of
 from limno.streams.kafka_records import KAFKA_TYPE
 
@@ -122,13 +122,17 @@ def _last_message(consumer: Consumer, opts: ToOptions, start: TopicPartition) ->
     last = None
     deadline = time.monotonic() + _TIMEOUT
     while time.monotonic() < deadline:
-        for message in consumer.consume(1000, timeout=1.0):
-            err = message.error()
-            if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                return last
-            if err is not None:
-                raise kafka_error(opts.bootstrap, err)
-            last = message
+        # poll, not consume(n, timeout): consume waits out its timeout unless n events
+        # come, even after the end-of-partition event; poll returns at the first event
+        message = consumer.poll(min(1.0, max(0.0, deadline - time.monotonic())))
+        if message is None:
+            continue
+        err = message.error()
+        if err is not None and err.code() == KafkaError._PARTITION_EOF:
+            return last
+        if err is not None:
+            raise kafka_error(opts.bootstrap, err)
+        last = message
     raise kafka_error(opts.bootstrap, f"topic {opts.topic}: its end not reached in {_TIMEOUT:.0f}s")
 
 
@@ -168,8 +172,9 @@ def _records(lake: Lake, opts: ToOptions) -> pa.Table:
     table = table.filter(pc.equal(kafka, source)) if source is not None else table
     parts = pc.struct_field(table.column("kafka"), "partition")
     offsets = pc.struct_field(table.column("kafka"), "offset")
-    keyed = table.append_column("__p", parts).append_column("__o", offsets)
-    return keyed.sort_by([("__p", "ascending"), ("__o", "ascending")])
+    kept = [name for name in ("key", "value", "headers") if name in table.column_names]
+    keyed = table.select(kept).append_column("__p", parts).append_column("__o", offsets)
+    return keyed.sort_by([("__p", "ascending"), ("__o", "ascending")])  # what is produced
 
 
 def _type(table: pa.Table, column: str) -> pa.DataType:
@@ -192,20 +197,38 @@ def _messages(table: pa.Table, resume: dict[int, int], opts: ToOptions) -> Itera
         for name in ("key", "value")
     )
     # column by column (a whole table's to_pylist builds a dict per row: slower)
+    nothing = [None] * len(table)
+    keys, values = (
+        encoded(encoder, table.column(name)) if name in table.column_names else nothing
+        for name, encoder in (("key", encode_key), ("value", encode_value))
+    )
     columns = [
-        table.column(name).to_pylist() if name in table.column_names else [None] * len(table)
-        for name in ("__p", "__o", "key", "value", "headers")
+        table.column("__p").to_pylist(),
+        table.column("__o").cast(pa.string()).to_pylist(),
+        keys,
+        values,
+        _headers(table) or nothing,
     ]
     for partition, offset, key, value, headers in zip(*columns, strict=True):
         yield {
             "partition": partition,
-            "key": encode_key(key),
-            "value": encode_value(value),
-            "headers": [
-                *((h["key"], h["value"]) for h in headers or ()),
-                (OFFSET_HEADER, str(offset)),
-            ],
+            "key": key,
+            "value": value,
+            "headers": [*((h["key"], h["value"]) for h in headers), (OFFSET_HEADER, offset)]
+            if headers
+            else [(OFFSET_HEADER, offset)],
         }
+
+
+def _headers(table: pa.Table) -> list[Any] | None:
+    """The records' header lists (None: no record has one, the common case: the lists
+    of dicts are not built)."""
+    if "headers" not in table.column_names:
+        return None
+    column = table.column("headers")
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        return column.to_pylist()
+    return column.to_pylist() if len(pc.list_flatten(column)) else None
 
 
 def _json_native(typ: pa.DataType) -> bool:
@@ -270,6 +293,9 @@ def producer_config(
         "linger.ms": 20,
         "batch.num.messages": 50_000,
         "queue.buffering.max.messages": 500_000,
+        # a delivery report (a Python call) for failed messages only: a failure is
+        # what is looked for, and a report per message costs as much as its produce
+        "delivery.report.only.error": True,
         "log_level": 0,
         "error_cb": errors.append,
     }
@@ -293,16 +319,18 @@ def sync_to(lake: Lake, opts: ToOptions, *, log: Callable[[str], None] = lambda 
     table = _records(lake, opts)
     resume = _resume_points(opts, set(pc.unique(table.column("__p")).to_pylist()))
     produced = 0
+    produce, topic, before = producer.produce, opts.topic, txn.before_message
     for message in _messages(table, resume, opts):
-        txn.before_message()
+        if txn.on:
+            before()
         while True:
             try:
-                producer.produce(opts.topic, on_delivery=delivered, **message)
+                produce(topic, on_delivery=delivered, **message)
                 break
             except BufferError:  # the client's queue is full: let it send
                 producer.poll(1.0)
         produced += 1
-        if not produced % 1000:  # delivery callbacks, now and then
+        if not produced % 10_000:  # delivery reports (of failures), now and then
             producer.poll(0)
             if failed or any(e.fatal() for e in errors):
                 break

@@ -34,7 +34,7 @@ from limno.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
-from limno.pools.branching import Branching, BranchView, transaction
+from limno.pools.branching import Branching, BranchView, check_limit, transaction
 from limno.pools.files import blobs
 from limno.pools.files.entries import (
     DEFAULT_CONTENT_TYPE,
@@ -95,6 +95,7 @@ class FilePool(Branching):
         as_of: dt.datetime | None = None,
     ) -> list[Commit]:
         """Commits reachable from ``ref``, newest first."""
+        check_limit(limit)
         out: list[Commit] = []
         head = self.resolve(ref, as_of)
         for commit in self.versioned.commits.log([head], first_parent=first_parent):

@@ -118,11 +118,16 @@ class Maintenance:
         ``retention`` (one window, or per-branch globs) defaults to the pool's
         configured retention; without any, all history stays readable.
         """
+        from limno.pools.records.snapshot_index import vacuum_sidecars
+
         pool = cast("RecordPool", self)
         grace = DEFAULT_GRACE if grace is None else grace
         if retention is None:
             retention = self.retention()
-        return vacuum(pool.versioned, f"{pool.id}/data", grace, dry_run, retention)
+        report = vacuum(pool.versioned, f"{pool.id}/data", grace, dry_run, retention)
+        # the stored scan plans of snapshots pages no longer show (see snapshot_index.py)
+        vacuum_sidecars(pool.versioned, dt.datetime.now(dt.UTC) - grace, dry_run, report)
+        return report
 
     def retention(self) -> dict[str, dt.timedelta] | None:
         """The pool's configured retention windows by branch glob (None: keep all)."""

@@ -13,16 +13,17 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
 from limno.data import iterators
-from limno.data.keys import PoolKey
+from limno.data.keys import PoolKey, lookup_keys
 from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
 from limno.lazy import lazy_module
-from limno.pools.branching import Branching
+from limno.pools.branching import Branching, check_limit
 from limno.pools.records.indexing import Indexing
 from limno.pools.records.maintenance import Maintenance
 from limno.pools.registry import PoolConfig, PoolRegistry
@@ -38,7 +39,13 @@ if TYPE_CHECKING:
     from limno.data.iterators import IteratorSpec
     from limno.data.objects import DataObject
     from limno.data.typed_schema import TypedSchema
-    from limno.pools.records import compaction, key_bounds, key_ranges, snapshot_cache
+    from limno.pools.records import (
+        compaction,
+        key_bounds,
+        key_ranges,
+        snapshot_cache,
+        snapshot_index,
+    )
     from limno.pools.records.partitions import PartitionTree
 else:
     pa = lazy_module("pyarrow")
@@ -56,6 +63,7 @@ else:
     key_bounds = lazy_module("limno.pools.records.key_bounds")
     key_ranges = lazy_module("limno.pools.records.key_ranges")
     snapshot_cache = lazy_module("limno.pools.records.snapshot_cache")
+    snapshot_index = lazy_module("limno.pools.records.snapshot_index")
 
 __all__ = ["RecordPool"]
 
@@ -124,14 +132,17 @@ class RecordPool(Branching, Indexing, Maintenance):
         self, ref: str | None = None, as_of: dt.datetime | None = None
     ) -> snapshot_cache.ScanView:
         """A ref's :meth:`objects` with their scan plan, unified schema and key types,
-        worked out once per snapshot and process (see ``snapshot_cache.ScanView``)."""
+        worked out once per snapshot and process (see ``snapshot_cache.ScanView``), or
+        read from the snapshot's stored plan (``snapshot_index.py``)."""
         snapshot = self.versioned.commits.get(self.resolve(ref, as_of)).snapshot
 
-        def make() -> snapshot_cache.ScanView:
+        def planned() -> tuple[snapshot_cache.ScanView, Sequence[DataObject]]:
             found = snapshot_cache.decoded(self.versioned, self.key, snapshot)
-            return snapshot_cache.ScanView(
-                _clipped(found.objects, found.tree), self.key, self.key_types
-            )
+            objs = _clipped(found.objects, found.tree)
+            return snapshot_cache.ScanView(objs, self.key, self.key_types), found.objects
+
+        def make() -> snapshot_cache.ScanView:
+            return snapshot_index.view(self.versioned, self.key, snapshot, self.key_types, planned)
 
         return snapshot_cache.scan_view(self.versioned, self.key, snapshot, make)
 
@@ -161,6 +172,7 @@ class RecordPool(Branching, Indexing, Maintenance):
     ) -> list[Commit]:
         """Commits reachable from ``ref`` (a branch: where it pointed at ``as_of``), newest
         first."""
+        check_limit(limit)
         out: list[Commit] = []
         head = self.resolve(ref, as_of)
         for commit in self.versioned.commits.log([head], first_parent=first_parent):
@@ -198,6 +210,7 @@ class RecordPool(Branching, Indexing, Maintenance):
         """
         if order not in ("asc", "desc"):
             raise InvalidInputError(f"order must be asc or desc, not {order!r}")
+        check_limit(limit)
         view = self.scan_view(ref, as_of)
         yield from self.scan_objects(
             view.objects, start, end, order, limit, ranges=ranges, view=view
@@ -270,11 +283,14 @@ class RecordPool(Branching, Indexing, Maintenance):
             raise damaged_object(e.path, self.name, e.reason) from e
         except NotFoundError as e:
             # the object the error names (one stat), not every object of the snapshot
-            named = [o for o in objs if o.id in str(e)]
-            for o in named or objs:
-                if self.storage.exists(gc.expired_path(self.id, o.id)):
+            # (nor a look at each: a stored plan's are decoded only when looked at)
+            named = re.findall(rf"{re.escape(self.id)}/data/([^/\s]+)\.parquet", str(e))
+            if not named:
+                named = [o.id for o in objs if o.id in str(e)] or [o.id for o in objs]
+            for oid in dict.fromkeys(named):
+                if self.storage.exists(gc.expired_path(self.id, oid)):
                     raise NotFoundError(
-                        f"object {o.id} was removed by vacuum: this commit is outside the"
+                        f"object {oid} was removed by vacuum: this commit is outside the"
                         " retention window"
                     ) from None
             raise
@@ -306,9 +322,10 @@ class RecordPool(Branching, Indexing, Maintenance):
         objs, types = view.objects, view.key_types
         parsed = []
         key_bound, width = key_bounds.key_bound, len(self.key.fields)  # once, not per key
-        for k in keys:
+        for k in lookup_keys(keys):
             bound = key_bound(self.key, k, types, "key")
-            assert bound is not None
+            if bound is None:  # a null key matches nothing, as NULL = NULL is not true
+                continue
             if len(bound) != width:
                 raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
             parsed.append(bound)

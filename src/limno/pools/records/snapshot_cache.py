@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from limno.data import scan
     from limno.data import schema as unification
+    from limno.data.plan_index import StoredPlan
 else:  # planning needs pyarrow; importing this module must not
     scan = lazy_module("limno.data.scan")
     unification = lazy_module("limno.data.schema")
@@ -114,7 +115,13 @@ class ScanView:
     of the whole snapshot (every scan's columns, whatever its bounds) and the key
     types. Each part is made on first use; a snapshot never changes, so none goes
     stale. Without it a scan of ten rows decoded and sorted every object's metadata.
+
+    A view made by :meth:`stored` comes from a snapshot's stored plan (see
+    ``snapshot_index.py``): its objects are decoded as scans reach them.
     """
+
+    #: the stored plan the view was read from (None: planned here)
+    stored_plan: StoredPlan | None = None
 
     def __init__(
         self,
@@ -122,22 +129,44 @@ class ScanView:
         key: PoolKey,
         key_types: Callable[[Sequence[DataObject]], list[pa.DataType]],
     ) -> None:
-        self.objects = tuple(objects)
+        self.objects: Sequence[DataObject] = tuple(objects)
         self.key = key
         self._key_types = key_types
 
+    @classmethod
+    def stored(
+        cls,
+        plan: StoredPlan,
+        key: PoolKey,
+        key_types: Callable[[Sequence[DataObject]], list[pa.DataType]],
+    ) -> ScanView:
+        """The view whose plan is ``plan``, a snapshot's stored one."""
+        view = cls((), key, key_types)
+        view.objects = plan.objects
+        view.stored_plan = plan
+        return view
+
     @functools.cached_property
     def plan(self) -> scan.Plan:
+        if self.stored_plan is not None:
+            return self.stored_plan
         return scan.Plan(self.objects, self.key)
+
+    def _schema_holders(self) -> Sequence[DataObject]:
+        """Objects that together hold each distinct schema of the view's, first-seen
+        first (a stored plan lists the schemas: one stand-in object each)."""
+        if self.stored_plan is None:
+            return self.objects
+        return [DataObject("", 0, 0, None, None, schema_b64=s) for s in self.stored_plan.schemas]
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
         """The objects' schemas unified (each distinct one decoded once)."""
-        return unification.unify(distinct_schemas(self.objects))
+        return unification.unify(distinct_schemas(self._schema_holders()))
 
     @functools.cached_property
     def key_types(self) -> tuple[pa.DataType, ...]:
-        return tuple(self._key_types(self.objects))
+        return tuple(self._key_types(self._schema_holders()))
 
 
 def scan_view(

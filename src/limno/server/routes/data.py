@@ -220,9 +220,14 @@ def get(request: Request, pool: str, body: Get) -> Response:
     """The rows of ``keys``: a small answer, sent whole (no stream: a lookup's latency
     is mostly fixed costs)."""
     media = choose(request.headers.get("accept"))
+    return Response(lookup(request, pool, body, media), media_type=media)
+
+
+def lookup(request: Request, pool: str, body: Get, media: str) -> bytes:
+    """A ``get``'s answer in ``media`` (also :mod:`limno.server.fast`'s)."""
     keys = [wire.value_from_json(k) for k in body.keys]
     table = pool_of(request, pool).get(keys, body.ref, as_of=wire.time_from_json(body.as_of))
-    return Response(whole(table, media), media_type=media)
+    return whole(table, media)
 
 
 @router.get("/objects", operation_id="objects", summary="Data objects of a ref")

@@ -1,0 +1,157 @@
+"""The short lane of the client: whole answers over kept-alive ``http.client`` connections.
+
+Most requests of a client are small and answered whole: a lookup, a load of a small
+table, a pool's details. For those, httpx's own work per request (building and
+checking the URL three times, the auth and redirect flows, cookies, its event
+machinery) cost about 0.5 ms of CPU, as much as a quarter of a remote ``get``; the
+standard library's ``http.client`` does the same exchange in about a fifth of that.
+:class:`Lane` sends such requests over keep-alive connections of its own; streamed
+answers (scans, events, file reads) and large uploads keep going through httpx.
+
+It is used only where it sends exactly what httpx would: plain ``http://`` servers
+that no proxy setting of the environment applies to (``HTTPS`` servers and proxies
+stay with httpx, which handles certificates and proxies). A connection idle for
+:data:`EXPIRY` seconds is not used again (the server closes them after 5 s), and one
+the server closed anyway is noticed before it is reused, as httpx notices it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import select
+import socket
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+
+from limno.errors import StorageError
+
+__all__ = ["EXPIRY", "Answer", "Lane", "lane_for"]
+
+#: connections kept idle at most (more only while more threads send at once)
+_IDLE = 8
+#: seconds a connection may have been idle and still be used: well under the server's
+#: keep-alive timeout (uvicorn's: 5 s), so that the server never closes one just as a
+#: request goes out on it (a reset, which a busy machine made likely: between the
+#: check for a close and the send, a client waiting for a core can lose seconds)
+EXPIRY = 2.0
+
+
+class Answer:
+    """A whole answer: status, headers (looked up case-insensitively), body."""
+
+    def __init__(self, status: int, headers: http.client.HTTPMessage, content: bytes, url: str):
+        self.status_code = status
+        self.headers = headers
+        self.content = content
+        self.url = url
+
+
+def lane_for(base_url: str) -> Lane | None:
+    """A lane to ``base_url``, or None where httpx must go (TLS, a proxy, odd URLs)."""
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme.lower() != "http" or not parts.hostname or parts.query or parts.fragment:
+        return None
+    proxies = urllib.request.getproxies_environment()
+    if ("http" in proxies or "all" in proxies) and not urllib.request.proxy_bypass(parts.hostname):
+        return None
+    try:
+        port = parts.port or 80
+    except ValueError:
+        return None
+    return Lane(base_url, parts.hostname, port, parts.path.rstrip("/"))
+
+
+class Lane:
+    """Keep-alive connections to one plain-HTTP server (thread-safe: a connection is
+    used by one request at a time)."""
+
+    def __init__(self, url: str, host: str, port: int, prefix: str) -> None:
+        self.url = url
+        self.host = host
+        self.port = port
+        self.prefix = prefix
+        self._idle: list[tuple[float, http.client.HTTPConnection]] = []
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, conn in idle:
+            conn.close()
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        body: bytes | None,
+        headers: Mapping[str, str],
+        connect_timeout: float,
+    ) -> Answer:
+        """Send one request and read its whole answer (StorageError when the server
+        cannot be reached or ends the answer early)."""
+        target = self.prefix + path
+        if query:
+            target += "?" + urllib.parse.urlencode(query)
+        conn = self._take(connect_timeout)
+        try:
+            conn.request(method, target, body, dict(headers))
+            response = conn.getresponse()
+            content = response.read()
+        except TimeoutError as e:
+            conn.close()
+            raise StorageError(f"limno server {self.url} did not answer in time ({e})") from None
+        except (ConnectionRefusedError, socket.gaierror) as e:
+            conn.close()
+            raise StorageError(f"cannot reach limno server {self.url}: {e}") from None
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            why = str(e).strip() or type(e).__name__
+            raise StorageError(f"limno server {self.url} ended an answer early: {why}") from None
+        if response.will_close:
+            conn.close()
+        else:
+            self._give(conn)
+        return Answer(response.status, response.headers, content, self.url + target)
+
+    def _take(self, connect_timeout: float) -> http.client.HTTPConnection:
+        """An idle connection still open, or a new one (connected on first use, then
+        without a timeout: answers take as long as the work)."""
+        while True:
+            with self._lock:
+                since, conn = self._idle.pop() if self._idle else (0.0, None)
+            if conn is None:
+                return _Connection(self.host, self.port, timeout=connect_timeout)
+            fresh = time.monotonic() - since < EXPIRY
+            if fresh and conn.sock is not None and not _readable(conn.sock):
+                return conn
+            conn.close()  # idle too long, closed by the server, or sent what no one asked
+
+    def _give(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < _IDLE:
+                self._idle.append((time.monotonic(), conn))
+                return
+        conn.close()
+
+
+class _Connection(http.client.HTTPConnection):
+    """A connection whose timeout bounds the connecting only; with Nagle off, as
+    httpx's (a request's head and body are separate writes)."""
+
+    def connect(self) -> None:
+        super().connect()
+        assert self.sock is not None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(None)
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection has something to read: the server's close."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
