@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "cdc" / "invoices.yaml"
 DEMO = ROOT / "examples" / "cdc" / "batches"  # a copy of shared/data/zync-demo/
 
-__all__ = ["CONFIG", "DEMO", "EXPECTED", "batch", "records_after"]
+__all__ = ["CONFIG", "DEMO", "EXPECTED", "PARTITIONED", "batch", "records_after"]
 
 
 def _full(i: int, customer: str, item: str, status: str) -> dict[str, Any]:
@@ -61,3 +61,27 @@ def records_after(n: int) -> list[dict[str, Any]]:
         }
         for i, (key, value) in enumerate(made)
     ]
+
+
+#: two topics of one raw pool into one output topic: a denorm and a stateless rule
+PARTITIONED = """
+inputs:
+  - {topic: orders, pool: raw}
+  - {topic: payments, pool: raw}
+outputs:
+  - {topic: paid, pool: out@dev}
+transforms:
+  - type: denorm
+    left: orders
+    right: payments
+    join-on: left.value.id = right.value.order_id
+    select: |
+      left.key AS key, {'id': left.value.id, 'amount': right.value.amount} AS value
+    out: paid
+  - type: stateless
+    in: payments
+    where: value.amount > 100
+    select: |
+      key, {'big': value.amount} AS value
+    out: paid
+"""

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pytest
 from bench.etl import expected, workload
 
-from etl_support import CONFIG, EXPECTED, batch, records_after
+from etl_support import CONFIG, EXPECTED, PARTITIONED, batch, records_after
 from limno.api.local import LocalLake as Lake
 from limno.errors import InvalidInputError
 from limno.etl.config import Config, load_config, parse_config
@@ -79,27 +79,6 @@ def test_the_demo(engine: str, tmp_path: Path) -> None:
     _agree(_demo, engine, tmp_path)
 
 
-PARTITIONED = """
-inputs:
-  - {topic: orders, pool: raw}
-  - {topic: payments, pool: raw}
-outputs:
-  - {topic: paid, pool: out@dev}
-transforms:
-  - type: denorm
-    left: orders
-    right: payments
-    join-on: left.value.id = right.value.order_id
-    select: |
-      left.key AS key, {'id': left.value.id, 'amount': right.value.amount} AS value
-    out: paid
-  - type: stateless
-    in: payments
-    where: value.amount > 100
-    select: |
-      key, {'big': value.amount} AS value
-    out: paid
-"""
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from etl_support import PARTITIONED
 from limno.api.local import LocalLake as Lake
 from limno.errors import InvalidInputError
 from limno.etl.config import Config, parse_config
@@ -22,28 +23,7 @@ from limno.etl.reads import read_inputs
 from limno.etl.run import run_etl
 from limno.etl.state import read_state
 
-CONFIG = """
-name: paid
-inputs:
-  - {topic: orders, pool: raw}
-  - {topic: payments, pool: raw}
-outputs:
-  - {topic: paid, pool: out}
-transforms:
-  - type: denorm
-    left: orders
-    right: payments
-    join-on: left.value.id = right.value.order_id
-    select: |
-      left.key AS key, {'id': left.value.id, 'amount': right.value.amount} AS value
-    out: paid
-  - type: stateless
-    in: payments
-    where: value.amount > 100
-    select: |
-      key, {'big': value.amount} AS value
-    out: paid
-"""
+CONFIG = "name: paid\n" + PARTITIONED.replace("pool: out@dev", "pool: out")
 KEYS = ["kafka.offset", "kafka.partition,kafka.offset", "kafka.topic,kafka.partition,kafka.offset"]
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from kafka_stand_ins import Msg
 from limno.errors import InvalidInputError
 from limno.streams.formats import ConnectDecoder, Decoder
 from limno.streams.kafka_records import decode_records
@@ -28,34 +30,6 @@ class OneByOne(ConnectDecoder):
 
     fast_values = Decoder.fast_values
     fast_keys = Decoder.fast_keys
-
-
-class Message:
-    """What decode_records asks of a consumed message."""
-
-    def __init__(self, at: int, value: bytes | None, key: bytes | None) -> None:
-        self.at, self.raw, self.raw_key = at, value, key
-
-    def key(self) -> bytes | None:
-        return self.raw_key
-
-    def value(self) -> bytes | None:
-        return self.raw
-
-    def headers(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return "dbz.public.invoices"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self.at
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_764_000_000_000 + self.at)
 
 
 def text(doc: Any) -> bytes:
@@ -160,7 +134,9 @@ def debezium(count: int) -> list[tuple[bytes | None, bytes | None]]:
 
 def both(pairs: list[tuple[bytes | None, bytes | None]]) -> tuple[pa.Table, list[Any]]:
     """The batch decoded both ways (which must agree): its table and bad messages."""
-    messages = [Message(i, value, k) for i, (value, k) in enumerate(pairs)]
+    messages: list[Any] = [
+        Msg(value, i, k, "dbz.public.invoices") for i, (value, k) in enumerate(pairs)
+    ]
     fast, fast_bad = decode_records(messages, ConnectDecoder(), keep_bad=True)
     slow, slow_bad = decode_records(messages, OneByOne(), keep_bad=True)
     assert fast.schema == slow.schema
@@ -177,7 +153,7 @@ def both(pairs: list[tuple[bytes | None, bytes | None]]) -> tuple[pa.Table, list
     return fast, fast_bad
 
 
-def batched(raws: list[bytes | None]) -> bool:
+def batched(raws: Sequence[bytes | None]) -> bool:
     """Whether the values are read at once (not message by message)."""
     return ConnectDecoder().fast_values(raws) is not None
 
@@ -201,8 +177,8 @@ def test_schemas_of_one_type_share_a_pass_of_other_types_are_unified() -> None:
     assert batched(same_type)
     both([(v, None) for v in same_type])
     wider = {**VALUE_SCHEMA, "fields": [*VALUE_SCHEMA["fields"], field("extra", "int64")]}
-    mixed = [change(0), change(1, schema=wider), change(2)]
-    assert not batched(mixed)  # message by message: the types unified as before
+    mixed = [change(0), change(1, schema=wider), None, change(2)]
+    assert batched(mixed)
     table, _ = both([(v, None) for v in mixed])
     assert table.column("value").type.get_field_index("extra") >= 0
 
@@ -220,6 +196,7 @@ def test_schemas_of_one_type_share_a_pass_of_other_types_are_unified() -> None:
         b'{"schema":{"type":"int32"},"payload":1} {"schema":{"type":"int32"},"payload":2}',
         b'{"schema":{"type":"int32"},"payload":"\xff"}',  # not UTF-8
         b'{"schema":{"type":"bytes"},"payload":"not base64!"}',
+        b'{"schema":{"type":"string"},"payload":"a\nraw line break"}',  # not JSON
         b"[" * 40 + b"]" * 40,  # too deep
     ],
 )
@@ -233,7 +210,6 @@ def test_a_bad_message_among_good_ones_is_named_as_before(bad: bytes) -> None:
     "raw",
     [
         envelope({"type": "map", "keys": {"type": "string"}, "values": {"type": "int32"}}, {}),
-        envelope({"type": "int32", "default": 5}, None),  # a default: message by message
         envelope({"type": "int32", "name": CONNECT + "Date"}, 10**9),  # out of Python's dates
         b'{"schema": {"type": "int32"}, "payload": 5}',  # spaces: not JsonConverter's text
         b'{"payload":5,"schema":{"type":"int32"}}',
@@ -241,8 +217,12 @@ def test_a_bad_message_among_good_ones_is_named_as_before(bad: bytes) -> None:
 )
 def test_what_a_pass_does_not_read_goes_one_by_one(raw: bytes) -> None:
     assert not batched([raw, raw])
-    if b"1000000000" not in raw:  # that date fails both paths alike (OverflowError)
-        both([(raw, b"plain key"), (raw, key(1))])
+    _, bad = both([(raw, b"plain key"), (raw, key(1))])
+    if b"1000000000" in raw:  # out of Python's dates: a bad message, named, both paths
+        assert [(m.offset(), "out of range for a Date" in why) for m, why in bad] == [
+            (0, True),
+            (1, True),
+        ]
 
 
 def test_keys_of_a_batch_mixing_envelopes_and_text_stay_text() -> None:
@@ -268,3 +248,22 @@ def test_logical_numbers_at_once_as_one_by_one(
     raws: list[bytes | None] = [envelope({"type": kind, "name": logical}, n) for n in numbers]
     assert batched(raws)
     both([(raw, None) for raw in raws])
+
+
+def test_defaults_fill_nulls_where_their_struct_is_there() -> None:
+    """Debezium's ``source.snapshot`` has a default: a null or missing field takes it,
+    a field of a null struct stays hidden; a struct's own default likewise."""
+    snapshot = field("snapshot", "string", "io.debezium.data.Enum", default="false")
+    inner = {"type": "struct", "optional": True, "field": "s", "fields": [snapshot]}
+    stamp = field("day", "int32", CONNECT + "Date", default=3)
+    whole = {**inner, "field": "w", "default": {"snapshot": "last"}}
+    schema = {"type": "struct", "fields": [inner, stamp, whole]}
+    payloads = [
+        {"s": {"snapshot": None}, "day": None, "w": None},
+        {"s": {}, "w": {"snapshot": None}},
+        {"s": None, "day": 9, "w": {"snapshot": "true"}},
+    ]
+    raws = [envelope(schema, p) for p in payloads]
+    assert batched(raws)
+    table, _ = both([(raw, None) for raw in raws])
+    assert table.column("value").to_pylist()[1]["s"] == {"snapshot": "false"}

@@ -7,43 +7,15 @@ decoding; tests/streams/test_kafka_from.py runs it against a real broker)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from kafka_stand_ins import Msg
 from limno.errors import InvalidInputError
 from limno.streams.formats import Decoder
 from limno.streams.kafka_records import decode_records
-
-
-@dataclass
-class Msg:
-    raw: bytes | None
-    at: int
-    raw_key: bytes | None = b"k"
-
-    def key(self) -> bytes | None:
-        return self.raw_key
-
-    def value(self) -> bytes | None:
-        return self.raw
-
-    def headers(self) -> None:
-        return None
-
-    def topic(self) -> str:
-        return "t"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self.at
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_700_000_000_000 + self.at)
 
 
 def batch(*raws: bytes | None) -> list[Any]:
@@ -70,6 +42,8 @@ def test_plain_values_in_one_pass_equal_value_by_value() -> None:
         (b'{"a": 1, "a": 2}', None),  # JSON allows it (the last wins); pyarrow does not
         (b'"\xff"', "not UTF-8"),
         (b"[" * 40 + b"]" * 40, "nested too deep"),
+        (b'"a\nb"', "invalid JSON"),  # a raw line break inside a string is not JSON
+        (b'"a\rb"', "invalid JSON"),
     ],
 )
 def test_values_that_do_not_fit_one_pass_get_the_value_by_value_answer(
@@ -94,3 +68,8 @@ def test_a_bad_key_sets_its_value_aside_from_the_one_pass_column() -> None:
     assert table.column("kafka").combine_chunks().field("offset").to_pylist() == [0, 2]
     assert [m.offset() for m, _ in bad] == [1]
     assert isinstance(table.column("value").type, pa.StructType)
+
+
+def test_line_breaks_between_tokens_are_whitespace() -> None:
+    got = values(b'{"a":\n 1}', b'{"a":\r\n 2, "b": [3]}')
+    assert got == [{"a": 1, "b": None}, {"a": 2, "b": [3]}]

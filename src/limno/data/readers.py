@@ -350,6 +350,15 @@ def _json_document(name: str, data: bytes) -> Iterator[tuple[int, dict[str, Any]
 
 
 # -- CSV / TSV -------------------------------------------------------------------------
+#: an empty unquoted field is null in every column, strings included, and nothing else
+#: is (DuckDB's and Spark's rule): a quoted ``""`` stays an empty string, and text such
+#: as ``NA`` or ``null`` is a value (pyarrow's default list would make it null, but only
+#: outside string columns)
+_CONVERT = pcsv.ConvertOptions(
+    null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=False
+)
+
+
 def _read_delimited(src: Input, batch_rows: int, delimiter: str) -> Iterator[pa.RecordBatch]:
     # TSV has no quoting (IANA text/tab-separated-values): a '"' there is just a character.
     quote = '"' if delimiter == "," else None
@@ -384,7 +393,9 @@ def _csv_block(
 
     parse.invalid_row_handler = on_invalid
     try:
-        return pcsv.read_csv(io.BytesIO(block), read_options=opts, parse_options=parse)
+        return pcsv.read_csv(
+            io.BytesIO(block), read_options=opts, parse_options=parse, convert_options=_CONVERT
+        )
     except pa.ArrowInvalid as e:
         if "Empty CSV file" in str(e):
             return pa.table({})

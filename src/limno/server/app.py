@@ -104,6 +104,7 @@ def create_app(
     from limno import ui  # the web UI's pages at / (their own sign-in, same rules)
 
     ui.install(app, run_query=query.run_sql)
+    problems.install_catch_all(app)
     return app
 
 
@@ -117,6 +118,11 @@ def _import_request_modules() -> None:
 
     for name in _REQUEST_MODULES:
         importlib.import_module(name)
+    # pyarrow imports pandas (when installed) the first time it makes an array from
+    # Python values, as status reports and meta tables do: a third of a second that
+    # made the first operations page of a new server miss its 300 ms
+    pa = importlib.import_module("pyarrow")
+    pa.array([0])
 
 
 #: the libraries and limno modules a request may import (lazily elsewhere)
@@ -134,6 +140,9 @@ _REQUEST_MODULES = (
     "limno.data.scan",
     "limno.data.indexes",
     "limno.pools.records.pool",
+    "limno.pools.records.snapshot_index",
+    "limno.data.plan_index",
+    "limno.pools.inspect",
 )
 
 

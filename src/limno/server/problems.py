@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from limno.errors import LimnoError, http_status
 from limno.server.formats import NotAcceptableError
 
-__all__ = ["PROBLEM", "install", "of_error", "problem"]
+__all__ = ["PROBLEM", "CatchAll", "install", "install_catch_all", "internal", "of_error", "problem"]
 
 PROBLEM = "application/problem+json"
 log = logging.getLogger("limno.server")
@@ -93,10 +93,55 @@ def _not_acceptable(request: Request, exc: Exception) -> JSONResponse:
 
 
 def _internal(request: Request, exc: Exception) -> JSONResponse:
-    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return internal(request.method, request.url.path, exc)
+
+
+def internal(method: str, path: str, exc: Exception) -> JSONResponse:
+    """The 500 of an unexpected error (its traceback goes to the server's log)."""
+    log.error("internal error on %s %s", method, path, exc_info=exc)
     lines = str(exc).strip().splitlines()
     detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     return problem(500, f"internal error on the server: {detail}", "InternalError")
+
+
+class CatchAll:
+    """Answers an unexpected error with its 500 problem and goes on serving the
+    connection.
+
+    Starlette hands a handler of ``Exception`` to its outermost middleware, which
+    answers and then raises again, so that uvicorn logs a second traceback and closes
+    the connection: the client's next request on that kept-alive connection failed
+    with a reset. Installed outside every other middleware (:func:`install_catch_all`),
+    this answers first. An error after the answer started (a stream cut short) still
+    propagates: the connection must close, so the client sees the answer incomplete.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise
+            answer = internal(scope.get("method", ""), scope.get("path", ""), exc)
+            await answer(scope, receive, send)
+
+
+def install_catch_all(app: FastAPI) -> None:
+    """Put :class:`CatchAll` outside every middleware added so far (call it last)."""
+    app.add_middleware(CatchAll)
 
 
 def install(app: FastAPI) -> None:

@@ -148,7 +148,13 @@ def _json_column(
     UTF-8, read into exactly one row per value and one column (a value such as
     ``1, "w": 2`` would add a column, ``1} {"v": 2`` a row), and no deeper than
     :data:`MAX_NESTING`. ``typ``: the values are read as that type (fields it does
-    not name inferred), a value that is not of it failing the read."""
+    not name inferred), a value that is not of it failing the read.
+
+    Line breaks become spaces so that each value is one line: between tokens that
+    changes nothing, but a raw line break inside a string is not JSON, so unchecked
+    values with one are left to the value-by-value path (which names them)."""
+    if not checked and any(r is not None and (b"\n" in r or b"\r" in r) for r in raws):
+        return None
     block = b"".join(
         b'{"v":null}\n' if r is None else b'{"v":' + r.translate(_LINE_BREAKS) + b"}\n"
         for r in raws

@@ -27,6 +27,8 @@ Debezium's ``Timestamp``/``MicroTimestamp``/``NanoTimestamp`` by unit; other typ
 ``optional`` flags.
 
 A payload that does not fit its schema raises :class:`Undecodable` with the reason.
+:class:`Batches` reads a whole batch at once to the same values (each distinct schema
+parsed once), and says when only the message-by-message path above can.
 """
 
 from __future__ import annotations
@@ -227,13 +229,18 @@ def _logical(schema: dict[str, Any], name: str, payload: Any) -> Any:
             raise Undecodable(f"{payload[:40]!r} is not an ISO 8601 timestamp") from None
     typ, per_second = _NUMERIC_LOGICAL[name]
     number: int = _expect(payload, int, name.rsplit(".", 1)[-1])
-    if pt.is_date(typ):
-        return _EPOCH_DAY + dt.timedelta(days=number)
-    micros = number * 1_000_000 // per_second
-    if pt.is_time(typ):
-        return (dt.datetime.min + dt.timedelta(microseconds=micros)).time()
-    start = _EPOCH_UTC if typ.tz else _EPOCH
-    return start + dt.timedelta(microseconds=micros)
+    try:
+        if pt.is_date(typ):
+            return _EPOCH_DAY + dt.timedelta(days=number)
+        micros = number * 1_000_000 // per_second
+        if pt.is_time(typ):
+            return (dt.datetime.min + dt.timedelta(microseconds=micros)).time()
+        start = _EPOCH_UTC if typ.tz else _EPOCH
+        return start + dt.timedelta(microseconds=micros)
+    except OverflowError:  # past year 9999 (or before 1): what Python's dates hold
+        raise Undecodable(
+            f"{number} is out of range for a {name.rsplit('.', 1)[-1]} (years 1-9999)"
+        ) from None
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -364,10 +371,11 @@ class Batches:
     then made into its Arrow types column by column: integers and dates by a cast,
     other logical types (decimals, times, zoned text), bytes, arrays and maps value by
     value with :func:`from_payload`, so the values are those of the message-by-message
-    path exactly. :meth:`column` gives None whenever anything does not fit (an envelope
-    not as JsonConverter writes it, a payload off its schema, schemas of different
-    types in one batch, a value out of Python's range): the caller then decodes message
-    by message, which names the message at fault or unifies the types as before.
+    path exactly; schemas of different types in one batch (two topics, a column added)
+    are unified as that path does. :meth:`column` gives None whenever anything does
+    not fit (an envelope not as JsonConverter writes it, a payload off its schema,
+    types that do not unify, a value out of Python's range): the caller then decodes
+    message by message, which names the message at fault.
     """
 
     def __init__(self, read: BlockReader) -> None:
@@ -386,8 +394,8 @@ class Batches:
                 head = self._head(data, groups) or b""
                 if not head or self._plans.get(head) is None:
                     return None
-            if data[-1:] != b"}":
-                return None
+            if data[-1:] != b"}" or b"\n" in data or b"\r" in data:
+                return None  # (line breaks: the block reader flattens them)
             rows, payloads = groups.setdefault(head, ([], []))
             rows.append(i)
             payloads.append(data[len(head) : -1])
@@ -399,7 +407,7 @@ class Batches:
                 return None
             try:
                 columns.append(_typed(block, plan.schema))
-            except (Undecodable, pa.ArrowInvalid, OverflowError):
+            except (Undecodable, pa.ArrowException, OverflowError):
                 return None
         return _in_order(columns, [rows for rows, _ in groups.values()], len(raws))
 
@@ -439,9 +447,9 @@ class Batches:
 
 def _json_type(schema: Any) -> pa.DataType | None:
     """The Arrow type pyarrow's JSON reader reads a payload of ``schema`` as (None: a
-    schema whose payloads are read message by message: defaults, maps)."""
+    schema whose payloads are read message by message: maps)."""
     kind, name = _kind(schema)
-    if schema.get("default") is not None or kind == "map":
+    if kind == "map":
         return None
     if name in (_DECIMAL, _ZONED) or kind in ("string", "bytes"):
         return pa.string()
@@ -460,13 +468,25 @@ def _json_type(schema: Any) -> pa.DataType | None:
     return _PLAIN[kind] if kind in ("boolean", "double", "float64") else pa.float64()
 
 
-def _typed(block: pa.Array, schema: dict[str, Any]) -> pa.Array:
-    """A column read as :func:`_json_type` says, made into :func:`arrow_type`."""
+def _typed(block: pa.Array, schema: dict[str, Any], shown: pa.Array | None = None) -> pa.Array:
+    """A column read as :func:`_json_type` says, made into :func:`arrow_type`, its
+    nulls where ``shown`` (the enclosing structs are not null; None: everywhere) the
+    schema's default, as :func:`from_payload` gives them."""
+    column = _converted(block, schema, shown)
+    default = schema.get("default")
+    if default is None or not column.null_count:
+        return column
+    value = pa.scalar(from_payload({**schema, "default": None}, default), column.type)
+    nulls = column.is_null()
+    return pc.if_else(nulls if shown is None else pc.and_(nulls, shown), value, column)
+
+
+def _converted(block: pa.Array, schema: dict[str, Any], shown: pa.Array | None) -> pa.Array:
     kind, name = _kind(schema)
     typ = arrow_type(schema)
     if kind == "struct":
-        fields = schema["fields"]
-        children = [_typed(block.field(_field_name(f)), f) for f in fields]
+        inner = block.is_valid() if shown is None else pc.and_(block.is_valid(), shown)
+        children = [_typed(block.field(_field_name(f)), f, inner) for f in schema["fields"]]
         return pa.StructArray.from_arrays(
             children, fields=list(typ), mask=block.is_null() if block.null_count else None
         )
@@ -508,13 +528,19 @@ def _logical_cast(block: pa.Array, name: str) -> pa.Array | None:
 
 def _in_order(columns: list[pa.Array], rows: list[list[int]], count: int) -> pa.Array | None:
     """The columns of the groups of a batch as one, each value back at its row (the
-    rows no group holds: tombstones, null); None when their types differ."""
-    types = {c.type for c in columns}
-    if len(types) > 1:
-        return None  # message by message: the types unified as before
+    rows no group holds: tombstones, null), their types unified as
+    :func:`~limno.streams.formats.typed_column` does (None: they do not unify)."""
+    types = list(dict.fromkeys(c.type for c in columns))
     if len(columns) == 1 and len(rows[0]) == count:
         return columns[0]
-    typ = types.pop() if types else pa.null()
+    typ = types[0] if types else pa.null()
+    if len(types) > 1:
+        try:
+            schemas = [pa.schema([("v", t)]) for t in types]
+            typ = pa.unify_schemas(schemas, promote_options="permissive").field("v").type
+            columns = [c.cast(typ) for c in columns]
+        except pa.ArrowException:
+            return None  # message by message: it says why
     where = np.full(count, -1, np.int64)
     start = 0
     for found in rows:
