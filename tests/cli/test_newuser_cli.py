@@ -45,6 +45,8 @@ def test_a_write_to_a_tag_or_a_past_commit_says_so(forked: Lk) -> None:
     assert "'v1' is a tag" in line
     line = error_line(lk.fail("load", "-p", "logs@main~1", data))
     assert "a ref with '~' names a past commit" in line
+    line = error_line(lk.fail("compact", "-p", "logs@v1"))  # was: nothing to compact, exit 0
+    assert "branch 'v1' not found ('v1' is a tag; a write goes to a branch)" in line
     assert lk.ts("logs") == [1, 2, 3]
 
 

@@ -57,6 +57,7 @@ class Maintenance:
         or as Spark tasks (``limno.engines.spark.compaction_runner``).
         """
         pool = cast("RecordPool", self)
+        pool.versioned.head(branch)  # a tag or ``main~1`` is no place to write
         objs, tree = pool.snapshot(branch)
         if ids:
             by_id = {o.id: o for o in objs}
