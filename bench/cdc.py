@@ -7,10 +7,14 @@ deployment runs it, continuously:
 
 * ``limno kafka from --topic Invoices,InvoiceStatus --batch-interval 0.5s``: one
   long-running process; a Raw commit half a second after a batch's first event;
-* ``limno etl bench/cdc_lag.yaml``: the CLI has no follow mode, so a loop runs it
-  again as soon as the previous run has ended and Raw has a new commit (``kafka
-  from`` prints each commit's id as it lands: the trigger);
-* ``limno kafka to``: a loop likewise, again after each ETL run that committed.
+* ``limno etl bench/cdc_lag.yaml --follow``: one long-running process that runs the
+  rules again whenever Raw has a new commit (it looks at Raw's head every
+  :data:`INTERVAL`);
+* ``limno kafka to --follow``: likewise, on each new commit of Staging.
+
+``LIMNO_CDC_LAG_LOOPS=1`` runs the peer instead, how this benchmark ran before follow
+mode: ``etl`` and ``kafka to`` one-shot, a new process per run, again after each new
+commit before them (the CPU seconds of those runs are counted as they end).
 
 A driver changes the two source tables at :data:`RATE` change events/s (each 20 ms
 tick one transaction) for a warm-up and then the measured window: new invoices with
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -77,6 +82,8 @@ WARM = (10.0, 2.0)
 WINDOW = (60.0, 4.0)
 TICK = 0.02
 BATCH_INTERVAL = "0.5s"
+#: how often ``etl --follow`` and ``kafka to --follow`` look at the heads they read
+INTERVAL = "200ms"
 CONFIG = Path(__file__).with_name("cdc_lag.yaml")
 ETL_NAME = "invoices_lag"
 #: how long the preload may take to reach the sink, and the window's changes after it
@@ -152,6 +159,7 @@ class _Driver:
         self.change = 1
         self.events = 0
         self.invoice = preload  # the last invoice id used
+        self.cpu_start: list[float] = []
 
     def _statements(self, change: int) -> str:
         target = (change // 3) % self.preload + 1  # a preloaded invoice
@@ -171,8 +179,15 @@ class _Driver:
             f'changed_at = {_NOW} WHERE "ID" = {target}'
         )
 
-    def drive(self, warm: float, window: float, check: Callable[[], None]) -> _Window:
-        """Changes for ``warm`` + ``window`` seconds; the window's part of them."""
+    def drive(
+        self,
+        warm: float,
+        window: float,
+        check: Callable[[], None],
+        cpu: Callable[[], list[float]],
+    ) -> _Window:
+        """Changes for ``warm`` + ``window`` seconds; the window's part of them
+        (``cpu()`` is kept in ``cpu_start`` as the window starts)."""
         start = time.time()
         measured = _Window(start + warm, start + warm + window, 0, 0, 0)
         with self.pg.connect() as conn:
@@ -180,6 +195,7 @@ class _Driver:
             while (now := time.time()) < measured.end:
                 if not measured.first and now >= measured.start:
                     measured.first, measured.events = self.change, -self.events
+                    self.cpu_start = cpu()
                 due = int(self.rate * (now - start))
                 first, sql = self.change, []
                 while self.events < due:
@@ -202,61 +218,112 @@ class _Driver:
 # -- the limno processes -----------------------------------------------------------------
 
 
-@dataclass
-class _Run:
-    start: float
-    end: float
-    out: str
+class _Follower:
+    """A long-running limno command: each whole line it prints on stdout (a commit id,
+    or a count of messages produced) stamped as it comes; stopped by SIGTERM (it ends
+    its run in progress and exits 0), a bounded wait, SIGKILL if needed."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.argv, self.log = argv, log
+        with open(log, "ab") as err:
+            self.proc = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                text=True,
+            )
+        self.lines: list[float] = []  # when each line came
+        self.reader = threading.Thread(target=self._read, name=argv[1], daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        out: IO[str] | None = self.proc.stdout
+        assert out is not None
+        for line in out:
+            if line.strip():
+                self.lines.append(time.time())
+
+    def check(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(
+                f"limno {' '.join(self.argv[1:3])} exited ({self.proc.returncode}): "
+                f"{_tail(self.log)}"
+            )
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(STOP_TIMEOUT)
+        self.reader.join(STOP_TIMEOUT)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the process has used so far (0: it has ended)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class _Loop:
-    """A limno command run again each time ``trigger`` is set (once the previous run
-    has ended), until ``stop``; sets ``then`` after a run that printed something."""
+class _Looped:
+    """The peer of :class:`_Follower` (``LIMNO_CDC_LAG_LOOPS=1``: how this benchmark
+    ran before follow mode): the one-shot command, a new process each time, run
+    again whenever ``upstream`` has printed a line since its previous run began."""
 
     def __init__(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        log: Path,
-        trigger: threading.Event,
-        stop: threading.Event,
-        then: threading.Event | None = None,
+        self, argv: list[str], env: dict[str, str], log: Path, upstream: _Follower | _Looped
     ) -> None:
-        self.argv, self.env, self.log = argv, env, log
-        self.trigger, self.stop, self.then = trigger, stop, then
-        self.runs: list[_Run] = []
+        self.argv, self.env, self.log, self.upstream = argv, env, log, upstream
+        self.lines: list[float] = []
+        self.used = 0.0  # CPU seconds of the runs that ended
         self.error: str | None = None
         self.proc: subprocess.Popen[str] | None = None
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._main, name=argv[1], daemon=True)
         self.thread.start()
 
     def _main(self) -> None:
+        seen = 0
         try:
             while not self.stop.is_set():
-                if self.trigger.wait(0.1):
-                    self.trigger.clear()
-                    self._once()
+                if len(self.upstream.lines) == seen:
+                    self.stop.wait(0.05)
+                    continue
+                seen = len(self.upstream.lines)
+                self._once()
         except Exception as e:  # reported by check(); the other parts stop
             self.error = f"limno {' '.join(self.argv[1:3])}: {e}"
-            self.stop.set()
 
     def _once(self) -> None:
-        start = time.time()
         with open(self.log, "ab") as err:
-            self.proc = subprocess.Popen(
+            self.proc = proc = subprocess.Popen(
                 self.argv, env=self.env, stdout=subprocess.PIPE, stderr=err, text=True
             )
-        try:
-            out, _ = self.proc.communicate(timeout=COMMAND_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            raise RuntimeError(f"did not end in {COMMAND_TIMEOUT:.0f}s") from None
-        if self.proc.returncode:
-            raise RuntimeError(f"exit {self.proc.returncode}: {_tail(self.log)}")
-        self.runs.append(_Run(start, time.time(), out.strip()))
-        if self.then is not None and out.strip():
-            self.then.set()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        proc.stdout.close()
+        _, status, usage = os.wait4(proc.pid, 0)  # waited here: its CPU time
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        self.used += usage.ru_utime + usage.ru_stime
+        if proc.returncode:
+            raise RuntimeError(f"exit {proc.returncode}: {_tail(self.log)}")
+        if out.strip() not in ("", "0"):
+            self.lines.append(time.time())
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(self.error)
+
+    def cpu(self) -> float:
+        return self.used
 
     def close(self) -> None:
         self.stop.set()
@@ -264,6 +331,11 @@ class _Loop:
         if self.thread.is_alive() and self.proc is not None:
             self.proc.kill()
             self.thread.join(STOP_TIMEOUT)
+
+
+def _gaps(lines: list[float]) -> list[float]:
+    """Seconds between two lines in a row: a run's length while it is busy."""
+    return [b - a for a, b in itertools.pairwise(lines)]
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -274,68 +346,56 @@ def _tail(log: Path, lines: int = 15) -> str:
 
 
 class _Limno:
-    """``kafka from`` running, the ETL and ``kafka to`` loops behind it."""
+    """The three limno commands, each one long-running process: ``kafka from``, then
+    ``etl --follow`` and ``kafka to --follow``, which run on each new commit of the
+    pool before them."""
 
     def __init__(self, chain: Chain, directory: Path, stack: ExitStack) -> None:
         from cdc_chain import LIMNO
 
         env = chain.env
-        self.stop = threading.Event()
-        raw, staged = threading.Event(), threading.Event()
-        self.from_log = directory / "kafka-from.log"
-        with open(self.from_log, "ab") as err:
-            self.follow = subprocess.Popen(
-                [LIMNO, "kafka", "from", "--topic", "Invoices,InvoiceStatus", "--pool", "Raw"]
-                + ["--format", "connect", "--batch-interval", BATCH_INTERVAL],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                text=True,
-            )
-        stack.callback(self._close_follow)
-        self.raw_commits: list[float] = []
-        self.reader = threading.Thread(target=self._read, args=(raw,), daemon=True)
-        self.reader.start()
+        #: CPU seconds of each process in the measured window (see :meth:`cpu`), and
+        #: in the whole run once drained, with the number of source events then
+        self.cpu_window: list[float] = []
+        self.cpu_total: list[float] = []
+        self.events_total = 0
+        self.raw = self._start(
+            [LIMNO, "kafka", "from", "--topic", "Invoices,InvoiceStatus", "--pool", "Raw"]
+            + ["--format", "connect", "--batch-interval", BATCH_INTERVAL],
+            env,
+            directory / "kafka-from.log",
+            stack,
+        )
         etl = [LIMNO, "etl", "--engine", "local", str(CONFIG)]
-        self.etl = _Loop(etl, env, directory / "etl.log", raw, self.stop, staged)
-        stack.callback(self.etl.close)
         to = [LIMNO, "kafka", "to", "--pool", "Staging", "--topic", "NewInvoices"]
         to += ["--source-topic", "NewInvoices", "--format", "connect"]
-        self.to = _Loop(to, env, directory / "kafka-to.log", staged, self.stop)
-        stack.callback(self.to.close)
+        self.loops = bool(os.environ.get("LIMNO_CDC_LAG_LOOPS"))
+        self.etl: _Follower | _Looped
+        self.to: _Follower | _Looped
+        if self.loops:
+            self.etl = _Looped(etl, env, directory / "etl.log", self.raw)
+            stack.callback(self.etl.close)
+            self.to = _Looped(to, env, directory / "kafka-to.log", self.etl)
+            stack.callback(self.to.close)
+        else:
+            follow = ["--follow", "--interval", INTERVAL]
+            self.etl = self._start(etl + follow, env, directory / "etl.log", stack)
+            self.to = self._start(to + follow, env, directory / "kafka-to.log", stack)
 
-    def _read(self, raw: threading.Event) -> None:
-        out: IO[str] | None = self.follow.stdout
-        assert out is not None
-        for line in out:  # one commit id per line
-            if line.strip():
-                self.raw_commits.append(time.time())
-                raw.set()
+    @staticmethod
+    def _start(argv: list[str], env: dict[str, str], log: Path, stack: ExitStack) -> _Follower:
+        follower = _Follower(argv, env, log)
+        stack.callback(follower.close)  # stopped in reverse: kafka to, etl, kafka from
+        return follower
 
     def check(self) -> None:
-        """Fails should a limno process have failed."""
-        if self.follow.poll() is not None:
-            raise RuntimeError(
-                f"limno kafka from exited ({self.follow.returncode}): {_tail(self.from_log)}"
-            )
-        for loop in (self.etl, self.to):
-            if loop.error is not None:
-                raise RuntimeError(loop.error)
+        """Fails should a limno process have exited."""
+        for follower in (self.raw, self.etl, self.to):
+            follower.check()
 
-    def _close_follow(self) -> None:
-        """SIGTERM (it commits what it gathered), a bounded wait, SIGKILL if needed."""
-        self.stop.set()
-        if self.follow.poll() is None:
-            self.follow.send_signal(signal.SIGTERM)
-            try:
-                self.follow.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.follow.kill()
-                self.follow.wait(STOP_TIMEOUT)
-        self.reader.join(STOP_TIMEOUT)
-        if self.follow.stdout is not None:
-            self.follow.stdout.close()
+    def cpu(self) -> list[float]:
+        """CPU seconds so far of ``kafka from``, ``etl`` and ``kafka to``."""
+        return [f.cpu() for f in (self.raw, self.etl, self.to)]
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -408,8 +468,10 @@ def cdc_lag(cfg: Config) -> list[Result]:
         _wait("the preload", lambda: _count(pg, sink_rows) >= preload, READY_TIMEOUT, chain, limno)
         say(f"{preload} preloaded invoices in the sink; driving {rate} events/s")
         loads.append(os.getloadavg())
-        measured = _Driver(pg, rate, preload).drive(warm, window, limno.check)
+        driver = _Driver(pg, rate, preload)
+        measured = driver.drive(warm, window, limno.check, lambda: limno.cpu())
         loads.append(os.getloadavg())
+        limno.cpu_window = [b - a for a, b in zip(driver.cpu_start, limno.cpu(), strict=True)]
         say(f"driven: changes {measured.first}-{measured.last} in the window; draining")
         n = measured.last - measured.first + 1
         arrived = "SELECT count(DISTINCT change) FROM arrivals WHERE change BETWEEN %s AND %s"
@@ -423,6 +485,8 @@ def cdc_lag(cfg: Config) -> list[Result]:
             )
         drained = time.time()
         loads.append(os.getloadavg())
+        limno.cpu_total = limno.cpu()  # everything passed through: the whole run's cost
+        limno.events_total = 2 * preload + driver.events
         stack.close()  # the limno processes, stopped (their runs are kept)
         results = _results(chain, measured, drained, limno, loads)
     say("all parts stopped")
@@ -469,16 +533,25 @@ def _results(
         if c in first_arrival and c in raw and c in staged and c in produced
     }
     hops50, hops99 = hop_percentiles(stamps, 50), hop_percentiles(stamps, 99)
-    etl_runs = [r.end - r.start for r in limno.etl.runs]
-    to_runs = [r.end - r.start for r in limno.to.runs]
+    etl_gaps, to_gaps = _gaps(limno.etl.lines), _gaps(limno.to.lines)
     note = (
-        f"offered {measured.events / span:.0f} change events/s for {span:.0f} s "
+        (
+            "etl and kafka to in loops of new processes (LIMNO_CDC_LAG_LOOPS); "
+            if limno.loops
+            else ""
+        )
+        + f"offered {measured.events / span:.0f} change events/s for {span:.0f} s "
         f"({len(window)} changes), {len(missing)} not in the sink after the drain; "
         f"p50 first/last third of the window {trend} s; load average "
         + " -> ".join(f"{a:.1f}" for a, _, _ in loads)
-        + f"; etl: {len(etl_runs)} runs, median {median(etl_runs or [0]):.2f} s; "
-        f"kafka to: {len(to_runs)} runs, median {median(to_runs or [0]):.2f} s; "
-        f"kafka from: {len(limno.raw_commits)} commits; hop p99 "
+        + f"; etl: {len(limno.etl.lines)} commits, median gap {median(etl_gaps or [0]):.2f} s; "
+        f"kafka to: {len(limno.to.lines)} producing runs, median gap "
+        f"{median(to_gaps or [0]):.2f} s; kafka from: {len(limno.raw.lines)} commits; "
+        "CPU s per 1,000 window events (kafka from, etl, kafka to): "
+        + ", ".join(f"{c * 1000 / max(1, measured.events):.3f}" for c in limno.cpu_window)
+        + "; whole run (start-up, preload, drain): "
+        + ", ".join(f"{c * 1000 / max(1, limno.events_total):.3f}" for c in limno.cpu_total)
+        + "; hop p99 "
         + ", ".join(f"{h} {v:.2f}" for h, v in hops99.items())
     )
     out = [

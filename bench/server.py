@@ -18,6 +18,11 @@ would), on loopback; the client is limno's Python client (``Lake.open(url)``).
 - ``server_scan_ipc``: the same scan with a limit of all its rows, which the server
   answers as an Arrow IPC stream (it merges and encodes; the client decodes IPC).
 - ``server_get_p50``: ``get`` of one random key of those rows; p50 latency, ms.
+- ``server_commit_cpu``, ``server_scan_ipc_cpu``, ``server_get_cpu``: the CPU time
+  of one commit, one IPC scan and one ``get``, client and server processes together
+  (the server's from ``/proc``), against the same in process: what the latency and
+  throughput lines cost, a figure a busy machine inflates less than it does those
+  (8 writers and 1-2 server processes on 2 cores measure scheduling as much as work).
 
 Run as ``python -m bench.server commits LOCATION POOL COUNT`` it is one client
 process of ``server_small_commits`` (what :func:`_commit_clients` starts).
@@ -73,6 +78,30 @@ def server(cfg: Config) -> list[Result]:
 class Running:
     url: str
     env: dict[str, str]
+    #: the ``limno serve`` process (its workers are its children)
+    pid: int
+
+    def cpu(self) -> float:
+        """CPU seconds the server (every process of it) has used so far."""
+        return process_cpu(self.pid)
+
+
+def process_cpu(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` and its live children (Linux
+    ``/proc``; 0.0 elsewhere: the figure is then left out)."""
+    try:
+        tasks = Path(f"/proc/{pid}/task")
+        children = {int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()}
+    except OSError:
+        return 0.0
+    total = 0.0
+    for p in (pid, *children):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -123,7 +152,7 @@ def serving(lake: str, workers: int | None = None) -> Iterator[Running]:
             seen.append(line)
             if m := _READY.match(line):
                 break
-        yield Running(m.group(1), client)
+        yield Running(m.group(1), client, proc.pid)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -161,16 +190,21 @@ def _small_commits(cfg: Config, root: Path) -> list[Result]:
 
     count = 5 if cfg.quick else 40
     rates: dict[str, list[float]] = {"server": [], "workers": [], PEER: []}
+    cpu: dict[str, list[float]] = {"server": [], PEER: []}  # ms per commit
     for run in range(cfg.repeat):
         lake = str(root / f"lake-{run}")
         created = Lake.init(lake)
         for i in range(CLIENTS):
             created.create_pool(f"c{i}", key="k")
-        rates[PEER].append(_commit_clients([lake], count, {}))
+        rate, spent = _commit_clients([lake], count, {})
+        rates[PEER].append(rate)
+        cpu[PEER].append(spent)
         with serving(lake) as srv:
-            rates["server"].append(_commit_clients([srv.url], count, srv.env))
+            rate, spent = _commit_clients([srv.url], count, srv.env, srv)
+            rates["server"].append(rate)
+            cpu["server"].append(spent)
         with serving(lake, WORKERS) as srv:
-            rates["workers"].append(_commit_clients([srv.url], count, srv.env))
+            rates["workers"].append(_commit_clients([srv.url], count, srv.env)[0])
         shutil.rmtree(lake, ignore_errors=True)
     local = median(rates[PEER])
     return [
@@ -193,12 +227,25 @@ def _small_commits(cfg: Config, root: Path) -> list[Result]:
             True,
             note=f"the same through limno serve --workers {WORKERS}",
         ),
+        Result(
+            "server_commit_cpu",
+            "cpu",
+            "ms/commit",
+            median(cpu["server"]),
+            {PEER: median(cpu[PEER])},
+            False,
+            note="CPU of one commit of server_small_commits (default workers): the 8"
+            " clients' and the server's processes together, against the 8 writers' in process",
+        ),
     ]
 
 
-def _commit_clients(locations: list[str], count: int, env: dict[str, str]) -> float:
+def _commit_clients(
+    locations: list[str], count: int, env: dict[str, str], srv: Running | None = None
+) -> tuple[float, float]:
     """Commits/s of :data:`CLIENTS` processes each loading ``count`` times at once
-    (client ``i`` through ``locations[i % len(locations)]``)."""
+    (client ``i`` through ``locations[i % len(locations)]``), and the CPU ms per commit
+    they spent (with ``srv``: and the server, from the go to the last client's end)."""
     procs = [
         subprocess.Popen(
             [
@@ -225,6 +272,7 @@ def _commit_clients(locations: list[str], count: int, env: dict[str, str]) -> fl
             assert p.stdout is not None
             if p.stdout.readline().strip() != "ready":
                 raise RuntimeError("a commit client failed to start")
+        served_before = srv.cpu() if srv is not None else 0.0
         for p in procs:
             assert p.stdin is not None
             p.stdin.write("go\n")
@@ -235,6 +283,7 @@ def _commit_clients(locations: list[str], count: int, env: dict[str, str]) -> fl
             if p.returncode:
                 raise subprocess.CalledProcessError(p.returncode, p.args)
             spans.append(json.loads(out))
+        served = srv.cpu() - served_before if srv is not None else 0.0
     finally:
         watchdog.cancel()
         for p in procs:
@@ -242,7 +291,8 @@ def _commit_clients(locations: list[str], count: int, env: dict[str, str]) -> fl
                 p.kill()
             p.wait()
     wall = max(s["end"] for s in spans) - min(s["start"] for s in spans)
-    return CLIENTS * count / wall
+    spent = sum(s["cpu"] for s in spans) + served
+    return CLIENTS * count / wall, spent / (CLIENTS * count) * 1000
 
 
 def _commit_client(location: str, pool_name: str, count: int) -> None:
@@ -258,10 +308,11 @@ def _commit_client(location: str, pool_name: str, count: int) -> None:
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         raise SystemExit(1)
-    start = time.time()
+    start, cpu = time.time(), time.process_time()
     for t in tables[1:]:
         pool.load([t])
-    print(json.dumps({"start": start, "end": time.time()}), flush=True)
+    end, cpu = time.time(), time.process_time() - cpu
+    print(json.dumps({"start": start, "end": end, "cpu": cpu}), flush=True)
 
 
 # -- scan and get ---------------------------------------------------------------------------
@@ -278,15 +329,16 @@ def _reads(cfg: Config, root: Path) -> list[Result]:
     lookups = 30 if cfg.quick else 200
     keys = sample_keys(rows, lookups)
     p50: dict[str, float] = {}
+    get_cpu: dict[str, float] = {}
     with serving(lake) as srv, _client_env(srv.env):
         remote_lake = Lake.open(srv.url)
         try:
             remote = remote_lake.pool("reads")
             ipc_scan = _LimitedScan(remote, rows)  # a limit: the server's Arrow IPC stream
             pools = {"server": remote, "ipc": ipc_scan, PEER: local}
-            scan_rate = _scan_rates(cfg, pools, rows)
+            scan_rate, scan_cpu = _scan_rates(cfg, pools, rows, srv)
             for name, reader in (("server", remote), (PEER, local)):
-                p50[name] = _get_p50(cfg, reader, keys)
+                p50[name], get_cpu[name] = _get_p50(cfg, reader, keys, srv)
         finally:
             close: Any = getattr(remote_lake, "close", None)
             if close is not None:
@@ -321,6 +373,24 @@ def _reads(cfg: Config, root: Path) -> list[Result]:
             False,
             note=f"one key of {rows:,} rows; target: within 2 ms of in-process",
         ),
+        Result(
+            "server_scan_ipc_cpu",
+            "cpu",
+            "s/scan",
+            scan_cpu["ipc"],
+            {PEER: scan_cpu[PEER]},
+            False,
+            note="CPU of one scan of server_scan_ipc, client and server together",
+        ),
+        Result(
+            "server_get_cpu",
+            "cpu",
+            "ms/get",
+            get_cpu["server"],
+            {PEER: get_cpu[PEER]},
+            False,
+            note="CPU of one get of server_get_p50, client and server together",
+        ),
     ]
 
 
@@ -336,10 +406,12 @@ class _LimitedScan:
         return self.pool.scan(limit=self.rows)
 
 
-def _scan_rates(cfg: Config, pools: dict[str, Any], rows: int) -> dict[str, float]:
+def _scan_rates(
+    cfg: Config, pools: dict[str, Any], rows: int, srv: Running
+) -> tuple[dict[str, float], dict[str, float]]:
     """Rows/s of a full scan of each pool: the pools take turns in every repetition, so
     that what the machine does meanwhile (the load's writeback, other work) falls on
-    each alike."""
+    each alike; and the median CPU seconds of one scan (this process and ``srv``)."""
 
     def scan(pool: Any) -> None:
         got = pool.scan()
@@ -349,13 +421,20 @@ def _scan_rates(cfg: Config, pools: dict[str, Any], rows: int) -> dict[str, floa
     for pool in pools.values():
         scan(pool)  # warm up
     times: dict[str, list[float]] = {name: [] for name in pools}
+    cpu: dict[str, list[float]] = {name: [] for name in pools}
     for _ in range(cfg.repeat):
         for name, pool in pools.items():
+            before = time.process_time() + srv.cpu()
             times[name].append(timed(partial(scan, pool)))
-    return {name: rows / median(t) for name, t in times.items()}
+            cpu[name].append(time.process_time() + srv.cpu() - before)
+    return {name: rows / median(t) for name, t in times.items()}, {
+        name: median(c) for name, c in cpu.items()
+    }
 
 
-def _get_p50(cfg: Config, pool: Any, keys: list[int]) -> float:
+def _get_p50(cfg: Config, pool: Any, keys: list[int], srv: Running) -> tuple[float, float]:
+    """The p50 ms of ``get`` of one key, and its mean CPU ms (this process and ``srv``)."""
+
     def get(k: int) -> None:
         if pool.get([k]).num_rows != 1:
             raise RuntimeError(f"get({k}) did not find its row")
@@ -363,8 +442,10 @@ def _get_p50(cfg: Config, pool: Any, keys: list[int]) -> float:
     for k in keys[:10]:  # warm up: imports, caches, the connection
         get(k)
     gc.collect()
+    before = time.process_time() + srv.cpu()
     latencies = [timed(partial(get, k), False) * 1000 for _ in range(cfg.repeat) for k in keys]
-    return percentile(latencies, 50)
+    spent = time.process_time() + srv.cpu() - before
+    return percentile(latencies, 50), spent / len(latencies) * 1000
 
 
 def main(argv: list[str]) -> None:

@@ -18,6 +18,10 @@ a new ``limno serve`` on the same lake: ``<page>_cold`` is the page's first fetc
 (after a sign-in; a new process: nothing decoded or planned yet, but the snapshot's
 sidecars, stored by the first server's first reader, are there: see
 ``pools/records/snapshot_index.py``).
+``new_commit_<page>`` is, for the commit page, the data preview and the operations
+page each, the first fetch from the first server (warm) of the page right after a
+commit of 10 objects landed (:func:`land`): the first reader of a new snapshot,
+which derives its sidecars from its parent's.
 ``first_read`` is the first server's first fetch of a page that reads the head's
 snapshot (the commit page), which plans the snapshot and stores its sidecars: what
 the first reader of a new big snapshot pays, once per snapshot and lake. No peer has
@@ -35,6 +39,7 @@ import shutil
 import sys
 import time
 from functools import partial
+from typing import Any
 
 from bench.data import rows_table
 from bench.harness import Config, Result, median, timed
@@ -57,49 +62,69 @@ PAGES = {
 def prepare(root: str, objects: int = 100_000, commits: int = 10_000) -> None:
     """A lake at ``root`` with pool ``big`` (key ``k``): ``objects`` objects over
     ``commits`` commits (see the module docstring)."""
-    from limno.core.commits import Action, Commit, now_iso
-    from limno.data.objects import DataObject, schema_to_b64
-    from limno.ksuid import ksuid
     from limno.lake import Lake
 
     pool = Lake.init(root).create_pool(POOL, key="k")
     pool.load([rows_table(REAL_ROWS)], message="real rows")
     versioned = pool.versioned
-    head = versioned.commits.get(versioned.head("main"))
-    schema = schema_to_b64(rows_table(1).schema)
+    head = versioned.head("main")
     per = max(1, objects // max(1, commits - 1))
     start = time.time() - commits * per  # one object a second, ending now
-    key, made = REAL_ROWS, 0
+    made = 0
     for n in range(1, commits):
-        actions = []
-        for _ in range(min(per, objects - made) if n < commits - 1 else objects - made):
-            made += 1
-            at = start + made
-            obj = DataObject(
-                id=ksuid(at),
-                rows=1000,
-                size=50_000,
-                min_key=(key,),
-                max_key=(key + 999,),
-                schema_b64=schema,
-                key_types=("int64",),
-                created=dt.datetime.fromtimestamp(at, dt.UTC).isoformat(),
-            )
-            key += 1000
-            actions.append(Action("add", obj.id, obj.to_json()))
-        snapshot = versioned.snapshots.apply(head.snapshot, {a.key: dict(a.value) for a in actions})
-        head = Commit(
-            id=ksuid(),
-            parents=(head.id,),
-            snapshot=snapshot,
-            author="loader",
-            date=now_iso(),
-            message=f"batch {n}",
-            meta={"batch": n},
-            actions=tuple(actions),
+        count = min(per, objects - made) if n < commits - 1 else objects - made
+        head = _commit(versioned, head, start + made, REAL_ROWS + 1000 * made, count, n)
+        made += count
+    versioned.reset("main", head)
+
+
+def land(root: str, n: int, count: int = 10) -> str:
+    """One more commit of ``count`` objects (keys past every other's) on ``root``'s pool,
+    as :func:`prepare` makes them, main moved to it: a new snapshot of the big pool,
+    whose parent's sidecars are stored. Its id."""
+    from limno.lake import Lake
+
+    versioned = Lake.open(root).pool(POOL).versioned
+    head = _commit(versioned, versioned.head("main"), time.time(), 10**9 * (n + 1), count, n)
+    versioned.reset("main", head)
+    return head
+
+
+def _commit(versioned: Any, head: str, at: float, key: int, count: int, n: int) -> str:
+    """Commit ``count`` objects (metadata only) on commit ``head``: keys from ``key`` on,
+    1,000 an object, made a second apart from ``at``; the new commit's id."""
+    from limno.core.commits import Action, Commit, now_iso
+    from limno.data.objects import DataObject, schema_to_b64
+    from limno.ksuid import ksuid
+
+    schema = schema_to_b64(rows_table(1).schema)
+    actions = []
+    for i in range(count):
+        obj = DataObject(
+            id=ksuid(at + i),
+            rows=1000,
+            size=50_000,
+            min_key=(key + 1000 * i,),
+            max_key=(key + 1000 * i + 999,),
+            schema_b64=schema,
+            key_types=("int64",),
+            created=dt.datetime.fromtimestamp(at + i, dt.UTC).isoformat(),
         )
-        versioned.commits.put(head)
-    versioned.reset("main", head.id)
+        actions.append(Action("add", obj.id, obj.to_json()))
+    parent = versioned.commits.get(head)
+    snapshot = versioned.snapshots.apply(parent.snapshot, {a.key: dict(a.value) for a in actions})
+    commit = Commit(
+        id=ksuid(),
+        parents=(head,),
+        snapshot=snapshot,
+        author="loader",
+        date=now_iso(),
+        message=f"batch {n}",
+        meta={"batch": n},
+        actions=tuple(actions),
+    )
+    versioned.commits.put(commit)
+    return str(commit.id)
 
 
 def ui_record_pages(cfg: Config) -> list[Result]:
@@ -115,6 +140,7 @@ def ui_record_pages(cfg: Config) -> list[Result]:
         built = time.perf_counter() - start
         with serving(str(root)) as running:
             paths, first, times = _measure(running.url, running.env, max(cfg.repeat, 5))
+            fresh = _new_commits(str(root), running.url, running.env)
         cold = {}
         for name, path in paths.items():  # each page the first of a new process
             with serving(str(root)) as running:
@@ -130,8 +156,30 @@ def ui_record_pages(cfg: Config) -> list[Result]:
         Result("ui_record_pages", f"{name}_cold", "ms", t * 1000, {}, False, "new process")
         for name, t in cold.items()
     ]
+    note = "a commit just landed: the page's first fetch (the snapshot's first reader)"
+    out += [
+        Result("ui_record_pages", f"new_commit_{name}", "ms", t * 1000, {}, False, note)
+        for name, t in fresh.items()
+    ]
     note = "the first server's first commit page: plans the snapshot, stores its sidecars"
     return [*out, Result("ui_record_pages", "first_read", "ms", first * 1000, {}, False, note)]
+
+
+def _new_commits(root: str, url: str, env: dict[str, str]) -> dict[str, float]:
+    """For each page that reads the head's snapshot (the commit page, the data preview,
+    the operations page), a commit landed, then the page's first fetch from the
+    running server (warm): the first reader of a new snapshot, whose parent's sidecars
+    are stored."""
+    import httpx
+
+    out = {}
+    with httpx.Client(base_url=url, timeout=300) as client:
+        sign_in(client, env)
+        for n, name in enumerate(["commit", "data", "operations"]):
+            commit = land(root, n)
+            path = PAGES[name].format(commit=commit, older=commit)
+            out[name] = timed(partial(_get, client, path), False)
+    return out
 
 
 def _measure(

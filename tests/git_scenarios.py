@@ -96,10 +96,7 @@ class Lk:
         return self.refs(pool)[("branch", branch)]
 
     def log(self, ref: str, *extra: str) -> list[dict[str, Any]]:
-        rows = self.ok("log", "-p", ref, "-f", "ndjson", *extra).rows()
-        for row in rows:
-            row["meta"] = json.loads(row["meta"])
-        return rows
+        return self.ok("log", "-p", ref, "-f", "ndjson", *extra).rows()
 
     def objects(self, ref: str) -> list[dict[str, Any]]:
         q = f'SELECT id, rows, min_key FROM "{ref}:objects" ORDER BY id'

@@ -3,7 +3,6 @@ and a pool's records and ``kafka from`` commits as the CLI lists them."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from clirunner import Result
@@ -27,9 +26,6 @@ def records(lake: str, pool: str) -> list[dict[str, Any]]:
 
 
 def kafka_commits(lake: str, pool: str) -> list[dict[str, Any]]:
-    """The pool's commits that ``kafka from`` made, newest first, meta parsed."""
+    """The pool's commits that ``kafka from`` made, newest first."""
     log = ok("--lake", lake, "-f", "ndjson", "log", "-p", pool).rows()
-    for c in log:
-        if isinstance(c.get("meta"), str):  # the listing holds meta as JSON text
-            c["meta"] = json.loads(c["meta"])
     return [c for c in log if "kafka" in (c.get("meta") or {})]

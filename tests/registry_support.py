@@ -4,15 +4,32 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
-
-from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from git_scenarios import init_lake
 from server_support import Served, start_server
 
-__all__ = ["registry_client", "serving_registry"]
+with warnings.catch_warnings():
+    # authlib, which the registry client imports, warns that its httpx shim is
+    # deprecated, having put "always" for its warnings first in the filter list (so
+    # pyproject's filterwarnings cannot quiet it): only that warning, only here
+    import authlib.deprecate  # type: ignore[import-untyped]  # noqa: F401 -- its filter, then ours
+
+    warnings.filterwarnings("ignore", "The httpx module is deprecated", DeprecationWarning)
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
+__all__ = [
+    "AvroDeserializer",
+    "AvroSerializer",
+    "Schema",
+    "SchemaRegistryClient",
+    "SchemaRegistryError",
+    "registry_client",
+    "serving_registry",
+]
 
 
 @contextlib.contextmanager

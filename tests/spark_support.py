@@ -139,6 +139,14 @@ class Cluster:
         return proc
 
     def start(self) -> Cluster:
+        """Master and workers up and registered; on any failure none is left running."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Cluster:
         self._spawn(
             "master",
             "org.apache.spark.deploy.master.Master",
@@ -167,7 +175,7 @@ class Cluster:
         self._wait_workers()
         return self
 
-    def _wait_workers(self, timeout: float = 60) -> None:
+    def _wait_workers(self, timeout: float = 240) -> None:  # JVM starts are slow at load
         deadline = time.monotonic() + timeout
         logs = [self.workdir / f"worker{i}.log" for i in range(self.workers)]
         while time.monotonic() < deadline:

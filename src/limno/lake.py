@@ -248,7 +248,9 @@ class Lake:
         return FilePool(self.storage, config, self.registry)
 
     def meta_table(self, ref: str, name: str) -> pa.Table:
-        """A meta table: ``(":", "pools")``, or a pool's ``("logs@dev", "objects")``..."""
+        """A meta table: ``(":", "pools")``, or a pool's ``("logs@dev", "objects")``...
+        ``name`` may keep the ``:`` it has in SQL (``":pools"``, ``":objects"``)."""
+        name = name.removeprefix(":")
         if not ref:
             if name != "pools":
                 raise NotFoundError(f"no meta table ':{name}' (try ':pools')")

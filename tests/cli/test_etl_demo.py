@@ -7,7 +7,6 @@ tests/etl_support.py (shared with the engine conformance suite).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ def test_the_demo_batch_by_batch(lake: str) -> None:
         assert _records(lake) == records_after(n), f"after batch {n}"
         head = _head(lake)
         assert head["id"] == commit
-        state = json.loads(head["meta"])["etl"]["invoices"]
+        state = head["meta"]["etl"]["invoices"]
         pending = state["pending"]
         assert pending == ({"0": [["Invoices", 0, 4]]} if n == 2 else {}), f"after batch {n}"
         # a rerun without new input: no commit, same records

@@ -123,7 +123,7 @@ def test_load_prints_commit_id_and_sorts(lake: str, tmp_path: Path) -> None:
     entries = json.loads(log.text)
     assert entries[0]["id"] == commit_id
     assert entries[0]["message"] == "hello"
-    assert json.loads(entries[0]["meta"]) == {"src": "test"}
+    assert entries[0]["meta"] == {"src": "test"}  # an object, not JSON text
     assert entries[0]["actions"][0]["op"] == "add"
     assert entries[-1]["message"] == "pool created"
 

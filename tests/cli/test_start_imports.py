@@ -149,7 +149,8 @@ def test_journal_commands_import_only_what_they_use(
 
 
 def test_listings_hold_what_the_meta_tables_hold(small_lake: str, tmp_path: Path) -> None:
-    """Printed from Python rows, the listings are the rows of the Arrow meta tables."""
+    """Printed from Python rows, the listings are the rows of the Arrow meta tables
+    (a commit's meta: an object printed, JSON text in the table)."""
     lake = Lake.open(small_lake)
     for args, (ref, table) in [
         (("ls",), ("", "pools")),
@@ -158,7 +159,11 @@ def test_listings_hold_what_the_meta_tables_hold(small_lake: str, tmp_path: Path
     ]:
         _, out = imported(small_lake, *args, home=tmp_path)
         rows = [json.loads(line) for line in out.splitlines()]
-        assert rows == lake.meta_table(ref, table).to_pylist(), args
+        want = lake.meta_table(ref, table).to_pylist()
+        for row in want:
+            if table == "commits":
+                row["meta"] = json.loads(row["meta"])
+        assert rows == want, args
         assert rows, args
 
 

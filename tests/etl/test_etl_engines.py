@@ -164,6 +164,56 @@ def test_a_generated_workload(engine: str, tmp_path: Path) -> None:
     _agree(_generated, engine, tmp_path)
 
 
+_ONE_SIDE = PARTITIONED.replace("in: payments\n    where: value.amount > 100", "in: orders")
+
+
+def _one_side(root: Path, engine: str) -> tuple[Lake, Config]:
+    """A run where a denorm side has no records (its events consumed, none pending):
+    the other side's records wait, and a join-on that does not bind is not run (the
+    local engine joins only two sides with records)."""
+    lake = Lake.init(str(root))
+    raw = lake.create_pool("raw", "kafka.offset")
+    lake.create_pool("out", "kafka.offset").branch("dev")
+    config = parse_config(_ONE_SIDE, "p.yaml")
+    raw.load([_records("orders", [(0, 0, "o1", {"id": 1})])])
+    raw.load([_records("payments", [(0, 0, "p1", {"order_id": 1, "amount": 7})])])
+    assert run_etl(lake, config, engine=engine).pending == 0
+    raw.load([_records("orders", [(0, 1, "o2", {"id": 2})])])
+    bad = parse_config(_ONE_SIDE.replace("right.value.order_id", "right.value.nope"), "p.yaml")
+    assert run_etl(lake, bad, engine=engine).pending == 1  # o2 waits: no payment to join
+    assert [r["key"] for r in lake.pool("out").scan("dev").to_pylist()] == ["o1", "o1", "o2"]
+    return lake, config
+
+
+def test_a_side_without_records(engine: str, tmp_path: Path) -> None:
+    _agree(_one_side, engine, tmp_path)
+
+
+def _all_wait(root: Path, engine: str) -> tuple[Lake, Config]:
+    """A run whose new records make no output at all (every order waits for its
+    payment, the stateless rule has no payments): it commits nothing, and the next run
+    takes those orders again with the payment that came since."""
+    lake = Lake.init(str(root))
+    raw = lake.create_pool("raw", "kafka.offset")
+    lake.create_pool("out", "kafka.offset").branch("dev")
+    config = parse_config(PARTITIONED, "p.yaml")
+    raw.load([_records("orders", [(0, 0, "o1", {"id": 1}), (0, 1, "o2", {"id": 2})])])
+    report = run_etl(lake, config, engine=engine)
+    assert (report.commit, report.pending) == (None, 2)
+    assert lake.pool("out").log("dev", limit=1)[0].meta.get("etl") is None
+    raw.load([_records("payments", [(0, 0, "p1", {"order_id": 1, "amount": 7})])])
+    report = run_etl(lake, config, engine=engine)
+    assert report.commit is not None and report.pending == 1  # o2 still waits
+    rows = lake.pool("out").scan("dev").to_pylist()
+    assert [(r["kafka"]["offset"], r["key"], r["value"]["id"]) for r in rows] == [(0, "o1", 1)]
+    assert run_etl(lake, config, engine=engine).commit is None  # o2 alone: no new input
+    return lake, config
+
+
+def test_a_run_without_output_commits_nothing(engine: str, tmp_path: Path) -> None:
+    _agree(_all_wait, engine, tmp_path)
+
+
 def _errors_lake(root: Path) -> Lake:
     lake = Lake.init(str(root))
     raw = lake.create_pool("raw", "kafka.offset")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from clirunner import Result, ok
-from gateway.gateway_app_support import Gateway, new_gateway
+from gateway.gateway_app_support import Gateway, running_gateway
 
 __all__ = ["REGION", "Gateway", "limno", "plain", "s3a_conf"]
 
@@ -27,13 +27,8 @@ REGION = "us-east-1"
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """One ``limno serve --s3-port 0`` over plain HTTP per module; at the end, exit code
     0 and no traceback logged (an internal error a client retried past would hide)."""
-    made = new_gateway(tmp_path_factory.mktemp("clients"))
-    try:
+    with running_gateway(tmp_path_factory.mktemp("clients")) as made:
         yield made
-    finally:
-        made.close()
-        assert made.served.stop() == 0, made.served.lines
-        assert not [line for line in made.served.lines if "Traceback" in line], made.served.lines
 
 
 def limno(gateway: Gateway, monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:

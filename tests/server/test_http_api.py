@@ -40,7 +40,8 @@ def test_health_answers_once_ready(server: Served) -> None:
 
 
 def test_openapi_has_a_path_per_operation(server: Served) -> None:
-    doc = httpx.get(f"{server.url}/openapi.json").json()
+    # the first request for the document builds it (seconds on a loaded machine)
+    doc = httpx.get(f"{server.url}/openapi.json", timeout=120).json()
     operations = {op["operationId"] for path in doc["paths"].values() for op in path.values()}
     expected = {
         "list_pools", "create_pool", "get_pool", "drop_pool", "rename_pool",
@@ -52,7 +53,7 @@ def test_openapi_has_a_path_per_operation(server: Served) -> None:
         "compact", "split", "vacuum", "status", "verify", "health",
     }  # fmt: skip
     assert expected <= operations
-    assert httpx.get(f"{server.url}/docs").status_code == 200
+    assert httpx.get(f"{server.url}/docs", timeout=120).status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from bounded import wait_until
 from limno import Lake
 from server_support import Served, start_server
 
@@ -115,6 +116,15 @@ def test_two_servers_on_an_s3_lake(s3_uri: str, tmp_path: Path) -> None:
     _replicas(s3_uri, tmp_path)
 
 
+def _read_by_server(port: int) -> bool:
+    """Whether the server's end of the one open connection to ``port`` on loopback
+    has an empty receive queue (``/proc/net/tcp``: every byte sent was read)."""
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f.readlines()[1:]]
+    mine = [r for r in rows if int(r[1].split(":")[1], 16) == port and r[3] == "01"]
+    return len(mine) == 1 and int(mine[0][4].split(":")[1], 16) == 0
+
+
 def test_sigterm_finishes_the_load_in_flight(tmp_path: Path) -> None:
     """SIGTERM while a load's body is still arriving: the load commits, whole; exit 0."""
     lake = str(tmp_path / "lake")
@@ -149,8 +159,11 @@ def test_sigterm_finishes_the_load_in_flight(tmp_path: Path) -> None:
     sender.start()
     try:
         assert sent_first.wait(60)
-        # the request is in the server: its first bytes were written to the socket and
-        # the server has answered nothing yet
+        # the request is in the server: its first bytes were written to the socket,
+        # and the server process has read them (else uvicorn's shutdown would close
+        # the connection as idle); it has answered nothing yet
+        port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+        wait_until(lambda: _read_by_server(port), "the server reading the request", 60)
         server.proc.send_signal(15)
         signalled.set()
         sender.join(120)

@@ -22,7 +22,7 @@ from limno.errors import InvalidInputError
 from limno.streams.formats import Decoder
 from limno.streams.formats_avro import AvroDecoder
 from limno.streams.kafka_records import decode_records
-from registry_support import registry_client, serving_registry
+from registry_support import Schema, registry_client, serving_registry
 
 SCHEMA = {
     "type": "record",
@@ -40,8 +40,6 @@ WIDER = {**SCHEMA, "fields": [*SCHEMA["fields"], {"name": "n", "type": "int", "d
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int, int]]:
     """The registry's URL, and the ids of SCHEMA and WIDER in it."""
-    from confluent_kafka.schema_registry import Schema
-
     with serving_registry(tmp_path_factory.mktemp("registry")) as served:
         client = registry_client(served)
         first = client.register_schema("p-value", Schema(json.dumps(SCHEMA), "AVRO"))

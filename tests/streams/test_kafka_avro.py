@@ -14,13 +14,17 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from git_scenarios import error_line, fail, ok
 from kafka_support import KAFKA_TIMEOUT, Broker, Topics
-from registry_support import registry_client, serving_registry
+from registry_support import (
+    AvroDeserializer,
+    AvroSerializer,
+    SchemaRegistryClient,
+    registry_client,
+    serving_registry,
+)
 from server_support import Served
 
 pytestmark = [pytest.mark.kafka, pytest.mark.usefixtures("isolated_home")]

@@ -11,13 +11,18 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryError
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from limno.api.local import LocalLake
 from limno.streams.registry_store import SchemaRegistry
-from registry_support import registry_client, serving_registry
+from registry_support import (
+    AvroDeserializer,
+    AvroSerializer,
+    Schema,
+    SchemaRegistryError,
+    registry_client,
+    serving_registry,
+)
 from server_support import Served, served_user
 
 pytestmark = pytest.mark.usefixtures("isolated_home")

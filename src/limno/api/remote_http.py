@@ -21,6 +21,7 @@ that ends an answer early, is a :class:`~limno.errors.StorageError`.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import weakref
@@ -111,6 +112,7 @@ def raise_problem(response: httpx.Response | Answer) -> None:
     """Raise the error a failed answer stands for (nothing for a success)."""
     if response.status_code < 400:
         return
+    content = b""
     try:
         content = response.read() if isinstance(response, httpx.Response) else response.content
         doc = json.loads(content)
@@ -118,7 +120,7 @@ def raise_problem(response: httpx.Response | Answer) -> None:
         doc = None
     if not isinstance(doc, dict):
         doc = {}
-    detail = str(doc.get("detail") or f"HTTP {response.status_code} from {response.url}")
+    detail = str(doc.get("detail") or _not_a_problem(response.status_code, response.url, content))
     found = getattr(errors, str(doc.get("error", "")), None)
     if isinstance(found, type) and issubclass(found, LimnoError):
         cls: type[LimnoError] = found
@@ -133,6 +135,15 @@ def raise_problem(response: httpx.Response | Answer) -> None:
     if retry.isdigit():  # seconds to wait before trying again (503 of a busy server)
         err.retry_after = float(retry)  # type: ignore[attr-defined]
     raise err
+
+
+def _not_a_problem(status: int, url: object, content: bytes) -> str:
+    """The message of a failed answer that is no problem document: most often the
+    address is another service's (the S3 gateway's port answers S3 XML errors)."""
+    said = f"HTTP {status} from {url}"
+    if content.lstrip().startswith(b"<") and b"<Error>" in content:
+        return f"{said}: an S3 endpoint answered, not a limno API server (the gateway's port?)"
+    return f"{said}: not a limno API answer (is this the server's API address?)"
 
 
 @contextlib.contextmanager
@@ -254,6 +265,31 @@ class Connection:
             ) as response,
         ):
             raise_problem(response)
+            yield response
+
+    @contextlib.contextmanager
+    def streamed(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Iterator[http.client.HTTPResponse]:
+        """An answer read as it arrives through the :attr:`lane` (only where there is
+        one; raised as an error if it is one): its ``readinto`` fills the caller's
+        buffers straight from the socket (see :mod:`limno.api.remote_lane`)."""
+        assert self.lane is not None
+        sent = {**self._headers, **(headers or {})}
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        self.sent += 1
+        with (
+            self._unauthenticated(),
+            self.lane.streaming(method, path, query, sent, self._connect) as response,
+        ):
+            if response.status >= 400:
+                with self.lane.errors():
+                    content = response.read()
+                raise_problem(Answer(response.status, response.headers, content, self.url + path))
             yield response
 
     def table(

@@ -5,8 +5,13 @@ table, a pool's details. For those, httpx's own work per request (building and
 checking the URL three times, the auth and redirect flows, cookies, its event
 machinery) cost about 0.5 ms of CPU, as much as a quarter of a remote ``get``; the
 standard library's ``http.client`` does the same exchange in about a fifth of that.
-:class:`Lane` sends such requests over keep-alive connections of its own; streamed
-answers (scans, events, file reads) and large uploads keep going through httpx.
+:class:`Lane` sends such requests over keep-alive connections of its own.
+
+A scan's answer also comes this way (:meth:`Lane.streaming`): ``http.client`` reads
+a body, chunked or of known length, straight into the caller's buffer (a line of
+Python per chunk), where httpx parses it in Python through h11, 64 KiB at a time,
+copying each piece several times: for an Arrow IPC scan that was most of the
+client's work. Events, file reads and large uploads keep going through httpx.
 
 It is used only where it sends exactly what httpx would: plain ``http://`` servers
 that no proxy setting of the environment applies to (``HTTPS`` servers and proxies
@@ -17,6 +22,7 @@ the server closed anyway is noticed before it is reused, as httpx notices it.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import select
 import socket
@@ -24,12 +30,15 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from limno.errors import StorageError
 
 __all__ = ["EXPIRY", "Answer", "Lane", "lane_for"]
 
+#: bodies of up to this many bytes go out in one write with their request's head
+_JOINED = 64 << 10
 #: connections kept idle at most (more only while more threads send at once)
 _IDLE = 8
 #: seconds a connection may have been idle and still be used: well under the server's
@@ -93,29 +102,64 @@ class Lane:
     ) -> Answer:
         """Send one request and read its whole answer (StorageError when the server
         cannot be reached or ends the answer early)."""
-        target = self.prefix + path
-        if query:
-            target += "?" + urllib.parse.urlencode(query)
+        target = self._target(path, query)
         conn = self._take(connect_timeout)
-        try:
+        with self.errors(conn):
             conn.request(method, target, body, dict(headers))
             response = conn.getresponse()
             content = response.read()
-        except TimeoutError as e:
-            conn.close()
-            raise StorageError(f"limno server {self.url} did not answer in time ({e})") from None
-        except (ConnectionRefusedError, socket.gaierror) as e:
-            conn.close()
-            raise StorageError(f"cannot reach limno server {self.url}: {e}") from None
-        except (OSError, http.client.HTTPException) as e:
-            conn.close()
-            why = str(e).strip() or type(e).__name__
-            raise StorageError(f"limno server {self.url} ended an answer early: {why}") from None
         if response.will_close:
             conn.close()
         else:
             self._give(conn)
         return Answer(response.status, response.headers, content, self.url + target)
+
+    @contextlib.contextmanager
+    def streaming(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        connect_timeout: float,
+    ) -> Iterator[http.client.HTTPResponse]:
+        """Send one request without a body; its answer, for the caller to read as it
+        arrives (``readinto``: straight into the caller's buffer). The connection is
+        kept for another request only when the caller read the whole body; a body
+        left unread (the caller stopped early) closes it. Transport errors while the
+        block reads are StorageErrors, as :meth:`exchange`'s."""
+        conn = self._take(connect_timeout)
+        with self.errors(conn):
+            conn.request(method, self._target(path, query), None, dict(headers))
+            response = conn.getresponse()
+            yield response
+        if response.isclosed() and not response.will_close:
+            self._give(conn)
+        else:
+            conn.close()
+
+    @contextlib.contextmanager
+    def errors(self, conn: http.client.HTTPConnection | None = None) -> Iterator[None]:
+        """Transport failures in the block as one-line StorageErrors (``conn``: closed
+        on any failure, and on a caller's early exit)."""
+        done = False
+        try:
+            yield
+            done = True
+        except TimeoutError as e:
+            raise StorageError(f"limno server {self.url} did not answer in time ({e})") from None
+        except (ConnectionRefusedError, socket.gaierror) as e:
+            raise StorageError(f"cannot reach limno server {self.url}: {e}") from None
+        except (OSError, http.client.HTTPException) as e:
+            why = str(e).strip() or type(e).__name__
+            raise StorageError(f"limno server {self.url} ended an answer early: {why}") from None
+        finally:
+            if conn is not None and not done:
+                conn.close()
+
+    def _target(self, path: str, query: Mapping[str, str]) -> str:
+        target = self.prefix + path
+        return target + "?" + urllib.parse.urlencode(query) if query else target
 
     def _take(self, connect_timeout: float) -> http.client.HTTPConnection:
         """An idle connection still open, or a new one (connected on first use, then
@@ -140,13 +184,46 @@ class Lane:
 
 class _Connection(http.client.HTTPConnection):
     """A connection whose timeout bounds the connecting only; with Nagle off, as
-    httpx's (a request's head and body are separate writes)."""
+    httpx's; a request's head and a small body go out in one write.
+
+    ``http.client`` writes the head, then the body: two packets with Nagle off, so
+    the server's event loop woke twice for one small request (a lookup, a small
+    load), parsing the head and then waiting for the body: a wake-up and a system
+    call more per request, on both sides."""
+
+    #: the head of a request held until its body comes (see :meth:`send`)
+    _held: bytes | None = None
+    #: whether the next write is a head whose body follows
+    _joining = False
 
     def connect(self) -> None:
         super().connect()
         assert self.sock is not None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(None)
+
+    def request(  # type: ignore[override]
+        self, method: str, url: str, body: bytes | None, headers: Mapping[str, str]
+    ) -> None:
+        self._joining = body is not None and 0 < len(body) <= _JOINED
+        self._held = None
+        try:
+            super().request(method, url, body, dict(headers))
+            if self._held is not None:  # no body was written after all
+                held, self._held, self._joining = self._held, None, False
+                super().send(held)
+        finally:
+            self._joining = False
+            self._held = None
+
+    def send(self, data: Any) -> None:
+        if self._joining:
+            if self._held is None:  # the head: held for its body
+                self._held = bytes(data)
+                return
+            data = self._held + bytes(data)
+            self._held, self._joining = None, False
+        super().send(data)
 
 
 def _readable(sock: socket.socket) -> bool:

@@ -11,22 +11,30 @@ Arrow's threads, off the GIL). A thread receives while this one decodes, at most
 :data:`AHEAD` objects ahead, so the memory a scan holds is bounded by about that
 many objects (a descending scan decodes an object once all of it is in: its last
 rows come first). Over plain HTTP the objects' bytes are read from the socket
-straight into their buffers (see :func:`_raw`).
+straight into their buffers: through the client's lane (``http.client``, see
+:mod:`limno.api.remote_lane`) where there is one, else by :func:`_raw`.
+
+An Arrow IPC answer (a scan the server merges or cuts) is read the same way where
+the lane goes: each message straight from the socket into a buffer of Arrow's,
+which the IPC reader takes without copying (through httpx, h11 parsed the chunked
+body in Python and copied it several times: most of such a scan's client work).
 """
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import queue
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from limno.api import remote_http
+from limno.api.remote_lane import Answer
 from limno.api.wire_objects import DATA, END, ERROR, FOOTER, FRAME, MEDIA, OBJECT, SCHEMA
 from limno.errors import StorageError, damaged_object, decode_reason
 from limno.lazy import lazy_module
@@ -66,36 +74,97 @@ def iter_scan(
     reverse: bool,
 ) -> Iterator[pa.Table]:
     """The tables of ``GET path`` (a pool's scan) as they arrive, non-empty."""
+    headers = {"Accept": ACCEPT}
+    if http.lane is not None:
+        with http.streamed("GET", path, params, headers) as answer:
+            reader = _lane_reader(answer, http.url)
+            body = _Body(iter(()), http.url, reader=reader)
+            yield from _tables(body, _media(answer.headers.get("content-type")), config, reverse)
+            body.drain()  # the chunked body's end: the connection is then kept
+        return
     with (
-        http.stream("GET", path, params, headers={"Accept": ACCEPT}) as response,
+        http.stream("GET", path, params, headers=headers) as response,
         remote_http.transport_errors(http.url),
     ):
-        media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if media != MEDIA:
-            yield from _arrow(_Body(response.iter_bytes(), http.url), http.url)
-            return
-        body = _Body(response.iter_bytes(), http.url, _raw(response))
-        kind, n = body.head()
-        if kind != SCHEMA:
-            raise body.garbled(f"a stream starting with frame {kind!r}")
-        schema = ipc.read_schema(pa.py_buffer(body.read(n)))
-        decoder = _Decoder(config, schema, reverse)
-        receiver = _Receiver(body, response)
+        media = _media(response.headers.get("content-type"))
+        raw = _raw(response) if media == MEDIA else None
+        yield from _tables(_Body(response.iter_bytes(), http.url, raw), media, config, reverse)
+
+
+def _media(content_type: str | None) -> str:
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
+def _tables(body: _Body, media: str, config: PoolConfig, reverse: bool) -> Iterator[pa.Table]:
+    """The tables of an answer of ``media``: stored objects, or an Arrow IPC stream."""
+    if media != MEDIA:
+        yield from _arrow(body)
+        return
+    kind, n = body.head()
+    if kind != SCHEMA:
+        raise body.garbled(f"a stream starting with frame {kind!r}")
+    schema = ipc.read_schema(pa.py_buffer(body.read(n)))
+    decoder = _Decoder(config, schema, reverse)
+    receiver = _Receiver(body)
+    try:
+        yield from decoder.tables(receiver.objects())
+    finally:
+        receiver.stop()
+
+
+def _lane_reader(answer: http.client.HTTPResponse, url: str) -> Callable[[memoryview], int]:
+    """``answer.readinto``, its transport failures worded as the client's."""
+
+    def readinto(view: memoryview) -> int:
         try:
-            yield from decoder.tables(receiver.objects())
-        finally:
-            receiver.stop()
+            return answer.readinto(view)
+        except (OSError, http.client.HTTPException) as e:
+            why = str(e).strip() or type(e).__name__
+            raise StorageError(f"limno server {url} ended an answer early: {why}") from None
+
+    return readinto
 
 
-def _arrow(body: _Body, url: str) -> Iterator[pa.Table]:
+def _arrow(body: _Body) -> Iterator[pa.Table]:
     """The tables of an Arrow IPC answer (the server's merge-on-read)."""
     try:
-        reader = ipc.open_stream(io.BufferedReader(body))
+        reader = ipc.open_stream(_ArrowFile(body))
         for batch in reader:
             if batch.num_rows:
                 yield pa.Table.from_batches([batch])
     except pa.ArrowInvalid as e:  # the stream stopped short: the server failed
-        raise StorageError(f"limno server {url} ended an answer early ({e}); see its log") from None
+        raise StorageError(
+            f"limno server {body.url} ended an answer early ({e}); see its log"
+        ) from None
+
+
+class _ArrowFile:
+    """The body as the file Arrow's IPC reader reads: each read is a new buffer of
+    Arrow's memory pool, filled from the body (from the socket itself where it can),
+    which Arrow then uses as it is (its record batches' columns point into it)."""
+
+    def __init__(self, body: _Body) -> None:
+        self.body = body
+        self.closed = False
+
+    def read(self, size: int = -1) -> pa.Buffer:
+        if size < 0:
+            raise ValueError("an Arrow stream's read has a size")
+        buf = pa.allocate_buffer(size)
+        view = memoryview(buf).cast("B")
+        got = 0
+        while got < size:
+            n = self.body.readinto(view[got:])
+            if not n:
+                return buf.slice(0, got)
+            got += n
+        return buf
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _raw(response: httpx.Response) -> tuple[socket.socket, int] | None:
@@ -127,9 +196,16 @@ class _Body(io.RawIOBase):
     until asked) is read from the socket itself."""
 
     def __init__(
-        self, chunks: Iterator[bytes], url: str, raw: tuple[socket.socket, int] | None = None
+        self,
+        chunks: Iterator[bytes],
+        url: str,
+        raw: tuple[socket.socket, int] | None = None,
+        *,
+        reader: Callable[[memoryview], int] | None = None,
     ) -> None:
         self._chunks = chunks
+        #: reads the body (after ``chunks``) into a buffer, as ``readinto`` does
+        self._reader = reader
         self._buf = memoryview(b"")  # what is left of the last chunk: a view, not a copy
         self.url = url
         self._sock: socket.socket | None = None if raw is None else raw[0]
@@ -141,6 +217,8 @@ class _Body(io.RawIOBase):
 
     def readinto(self, b: Any) -> int:
         view = memoryview(b).cast("B")
+        if not self._buf and self._reader is not None:
+            return self._reader(view)
         if not self._buf and self._sock is not None and not self._first:
             return self._recv(view)
         while not self._buf:
@@ -166,6 +244,13 @@ class _Body(io.RawIOBase):
             raise StorageError(f"limno server {self.url} ended an answer early: {e}") from None
         self._left -= n
         return n
+
+    def drain(self) -> None:
+        """Read what is left of the body (an Arrow stream's chunked end), so that its
+        connection can serve another request."""
+        scrap = memoryview(bytearray(1 << 16))
+        while self.readinto(scrap):
+            pass
 
     def fill(self, view: memoryview) -> None:
         """Exactly ``len(view)`` bytes into ``view``; a body that ends first is an error."""
@@ -235,13 +320,13 @@ def _data(body: _Body, obj: _Object) -> None:
         raise body.garbled(f"frame {kind!r} of {n} bytes after an object's footer")
 
 
-def _problem(payload: bytes, response: httpx.Response) -> BaseException:
+def _problem(payload: bytes, url: str) -> BaseException:
     """The error of an error frame (as :func:`remote_http.raise_problem` makes them)."""
     try:
         status = int(json.loads(payload).get("status", 500))
     except (ValueError, AttributeError):
         status = 500
-    failed = httpx.Response(max(status, 400), content=payload, request=response.request)
+    failed = Answer(max(status, 400), http.client.HTTPMessage(), payload, url)
     try:
         remote_http.raise_problem(failed)
     except Exception as e:  # noqa: BLE001 -- the error to raise in the caller
@@ -252,9 +337,8 @@ def _problem(payload: bytes, response: httpx.Response) -> BaseException:
 class _Receiver:
     """The body received in a thread of its own, objects handed over as they start."""
 
-    def __init__(self, body: _Body, response: httpx.Response) -> None:
+    def __init__(self, body: _Body) -> None:
         self._body = body
-        self._response = response
         self._ready: queue.Queue[Any] = queue.Queue()
         self._slots = threading.Semaphore(AHEAD + 1)
         self._stop = threading.Event()
@@ -285,7 +369,7 @@ class _Receiver:
                 if kind == END:
                     break
                 if kind == ERROR:
-                    raise _problem(body.read(n), self._response)
+                    raise _problem(body.read(n), body.url)
                 if kind != FOOTER:
                     raise body.garbled(f"frame {kind!r}")
                 self._slots.acquire()

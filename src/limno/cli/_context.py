@@ -99,6 +99,16 @@ class Context:
             **dict(conf),
         }
 
+    def lake_spark(
+        self, master: str | None, conf: Sequence[tuple[str, str]] = ()
+    ) -> tuple[str | None, dict[str, str]]:
+        """:meth:`spark` for work the lake runs (``load``, ``query``). Through a server
+        only the flags are sent: the environment and config files set this machine's
+        sessions, while the server runs its own Spark (a non-admin's flags get a 403)."""
+        if self.location.startswith(("http://", "https://")):
+            return master, dict(conf)
+        return self.spark(master, conf)
+
     def pool_ref(self, ref: str | None) -> tuple[str, str | None]:
         """``(pool, ref)`` from ``-p POOL[@REF]``, else from ``limno use``."""
         text = ref or working_ref(self.lake().uri)

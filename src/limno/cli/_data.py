@@ -92,7 +92,7 @@ def load(
     """Load FILES (or - for stdin) into a branch as one commit."""
     name, branch = obj.branch_ref(ref)
     pool = obj.lake().pool(name)
-    master, conf = obj.spark(spark_master, spark_conf)
+    master, conf = obj.lake_spark(spark_master, spark_conf)
     with reading(f"loading into {pool.name}@{branch}", files):
         commit = pool.load(
             list(files),
@@ -340,7 +340,7 @@ def query(
 
     SQL is the argument, - for stdin, or --file PATH.
     """
-    master, conf = obj.spark(spark_master, spark_conf)
+    master, conf = obj.lake_spark(spark_master, spark_conf)
     table = obj.lake().query(
         read_sql(sql, sql_file),
         engine=obj.engine(engine),

@@ -8,18 +8,22 @@ config file, then the user's: :mod:`limno.config`).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
-import signal
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
 from limno.cli._context import DURATION, Context
+from limno.cli._follow import (
+    FollowArgs,
+    err_line,
+    follow_options,
+    print_line,
+    stop_on_signals,
+)
 from limno.errors import InvalidInputError
 from limno.lazy import lazy_module
 
@@ -61,24 +65,7 @@ def _bootstrap(obj: Context, flag: str | None) -> str:
 
 def _print_commit(commit: Commit) -> None:
     """A commit's id on stdout, at once (a pipe's reader sees each as it lands)."""
-    click.echo(commit.id)
-    sys.stdout.flush()
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM and Ctrl-C set ``stop``: the sync commits what it gathered and ends (exit
-    0), never cut inside a commit (main thread only: tests call in-process)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in signals}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    print_line(commit.id)
 
 
 #: the names of limno.streams.formats.FORMATS (not imported at CLI start)
@@ -230,7 +217,7 @@ def from_(
     stop = threading.Event()
     if engine == "local" and (checkpoint is not None or value_schema is not None):
         raise InvalidInputError("kafka from: --checkpoint and --value-schema need --engine spark")
-    with _stop_on_signals(stop):
+    with stop_on_signals(stop):
         if engine == "spark":
             report = _spark_from(obj, opts, checkpoint, value_schema, batch_rows, stop)
         else:
@@ -303,6 +290,7 @@ def _spark_from(
     " producer of a crashed run; its aborted messages stay invisible to read_committed"
     " consumers (default: an idempotent producer only).",
 )
+@follow_options("the pool's branch")
 @click.pass_obj
 def to(
     obj: Context,
@@ -313,13 +301,18 @@ def to(
     registry: str | None,
     transactional_id: str | None,
     bootstrap: str | None,
+    follow: bool,
+    exit_after: dt.timedelta | None,
+    interval: dt.timedelta | None,
 ) -> None:
     """Produce a pool's Kafka records to TOPIC, exactly once: each to the partition
     of its own number, in offset order, with its source offset in the header
     'limno.offset'.
 
     A rerun (even after a crash) reads the last message of each partition and
-    produces only what follows it. Prints the number of messages produced."""
+    produces only what follows it. Prints the number of messages produced; with
+    --follow, that of each run that produced some."""
+    following = FollowArgs(follow, exit_after, interval)
     pool, at = refs.parse_pool_ref(ref)
     opts = kafka_to.ToOptions(
         pool=pool,
@@ -331,7 +324,20 @@ def to(
         registry=registry,
         transactional_id=transactional_id,
     )
-    click.echo(kafka_to.sync_to(obj.lake(), opts, log=lambda line: click.echo(line, err=True)))
+    if not following.on:
+        click.echo(kafka_to.sync_to(obj.lake(), opts, log=err_line))
+        return
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        kafka_to.follow_to(
+            obj.lake(),
+            opts,
+            log=err_line,
+            on_run=lambda n: print_line(str(n)),
+            stop=stop,
+            interval=following.interval,
+            exit_after=following.exit_after,
+        )
 
 
 COMMANDS = [kafka]

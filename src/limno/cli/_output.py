@@ -124,7 +124,7 @@ def write_tables(tables: Iterable[pa.Table], fmt: str, out: IO[bytes] | None = N
     if fmt in TEXT_FORMATS:
         return _write_text(table.column_names, _nano_times(table).to_pylist(), fmt, stream)
     if fmt == "csv":
-        pacsv.write_csv(_csv_ready(table), stream)
+        pacsv.write_csv(_csv_ready(_nano_times(table, nested_only=True)), stream)
     elif fmt == "parquet":
         buf = io.BytesIO()
         pq.write_table(table, buf)
@@ -194,13 +194,48 @@ def _one(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([unification.conform(t, schema) for t in tables])
 
 
-def _nano_times(table: pa.Table) -> pa.Table:
+def _nano_times(table: pa.Table, nested_only: bool = False) -> pa.Table:
     """Nanosecond times of day as their ISO text: Python's ``time`` holds microseconds,
-    so ``00:00:00.000000001`` came out as ``00:00:00`` (timestamps keep theirs)."""
+    so ``00:00:00.000000001`` came out as ``00:00:00`` (timestamps keep theirs). Also
+    inside structs, lists and maps; ``nested_only`` leaves top-level columns (CSV
+    writes those itself, exactly)."""
     for i, t in enumerate(table.schema.types):
-        if pa.types.is_time64(t) and t.unit == "ns":
-            table = table.set_column(i, table.field(i).name, table.column(i).cast(pa.string()))
+        if nested_only and not pa.types.is_nested(t):
+            continue
+        texts = _nano_text_type(t)
+        if texts is not None:
+            table = table.set_column(i, table.field(i).name, table.column(i).cast(texts))
     return table
+
+
+def _nano_text_type(t: pa.DataType) -> pa.DataType | None:
+    """``t`` with each ``time64[ns]`` in it made a string, or None if it holds none."""
+    if pa.types.is_time64(t):
+        return pa.string() if t.unit == "ns" else None
+    if pa.types.is_struct(t):
+        fields = [t.field(i) for i in range(t.num_fields)]
+        changed = [_nano_text_type(f.type) for f in fields]
+        if all(c is None for c in changed):
+            return None
+        return pa.struct(
+            [f if c is None else f.with_type(c) for f, c in zip(fields, changed, strict=True)]
+        )
+    if pa.types.is_map(t):
+        key, item = _nano_text_type(t.key_type), _nano_text_type(t.item_type)
+        if key is None and item is None:
+            return None
+        return pa.map_(key or t.key_type, t.item_field.with_type(item or t.item_type))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        value = _nano_text_type(t.value_type)
+        if value is None:
+            return None
+        field = t.value_field.with_type(value)
+        if pa.types.is_large_list(t):
+            return pa.large_list(field)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(field, t.list_size)
+        return pa.list_(field)
+    return None
 
 
 def _csv_ready(table: pa.Table) -> pa.Table:

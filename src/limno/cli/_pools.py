@@ -202,8 +202,11 @@ def drop(obj: Context, pool: str, force: bool) -> None:
 @click.argument("new")
 @click.pass_obj
 def rename(obj: Context, old: str, new: str) -> None:
-    """Rename a pool (its id does not change)."""
+    """Rename a pool (its id does not change). To its own name: nothing changes (exit 0)."""
     config = obj.lake().rename_pool(old, new)
+    if old == new:
+        click.echo(f"pool {new} already has that name: nothing to rename", err=True)
+        return
     click.echo(f"renamed pool {old} to {config.name} ({config.id})", err=True)
 
 

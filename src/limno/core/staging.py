@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from limno.core.commits import Action
 from limno.core.refs import validate_ref_name
-from limno.errors import CorruptError, InvalidInputError, LimnoError, NotFoundError
+from limno.errors import (
+    AlreadyExistsError,
+    CorruptError,
+    InvalidInputError,
+    LimnoError,
+    NotFoundError,
+)
 
 if TYPE_CHECKING:
     from limno.core.commits import Commit, CommitStore
@@ -125,6 +131,39 @@ class Staging:
         doc = {"key": key, "value": dict(value), "since": since}
         data = json.dumps(doc, sort_keys=True).encode()
         self.storage.put(f"{self._staging_prefix(branch)}/{staging_name(key)}", data)
+
+    def stage_replacing(
+        self,
+        branch: str,
+        key: str,
+        value: Mapping[str, Any],
+        since: int | None,
+        checked: Mapping[str, Any] | None,
+    ) -> bool:
+        """Stage ``value`` for ``key`` only if its staged value is still ``checked`` (None:
+        nothing staged); False, staging nothing, otherwise. A conditional write's stage
+        (If-Match, If-None-Match), its condition judged against ``checked``.
+
+        The entry is created put-if-absent, so of writers racing on one key exactly one
+        wins; a ``checked`` entry is first deleted only if its bytes are still the ones
+        read (atomic on a local lake; on S3 and memory stores a read, a compare and a
+        delete), which only one of them can do.
+        """
+        self.writable_head(branch)
+        path = f"{self._staging_prefix(branch)}/{staging_name(key)}"
+        if checked is not None:
+            try:
+                raw = self.storage.get(path)
+            except NotFoundError:
+                return False
+            if _parse_doc(path, raw)[1] != checked or not self.storage.delete_if_equal(path, raw):
+                return False
+        doc = {"key": key, "value": dict(value), "since": since}
+        try:
+            self.storage.put_if_absent(path, json.dumps(doc, sort_keys=True).encode())
+        except AlreadyExistsError:
+            return False
+        return True
 
     def staged_doc(self, branch: str, key: str) -> tuple[dict[str, Any], int | None] | None:
         """The staged value of one key on ``branch`` and its ticket (None: not staged),

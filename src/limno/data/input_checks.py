@@ -27,8 +27,10 @@ levels; Arrow IPC and the C data interface DuckDB uses: 64 levels).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 MAX_NESTING = 32
+#: fewest rows per thread when a large Arrow batch is validated (:func:`check_arrow`)
+PARALLEL_CHECK_ROWS = 1 << 19
 
 # JSON punctuation that decides nesting: every other byte is dropped before the scan
 _NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'{}[]"')
@@ -396,12 +400,15 @@ def _ascii_text(arr: pa.Array) -> bool:
 
 def check_arrow(name: str, batch: pa.Table | pa.RecordBatch, first_row: int) -> None:
     """Refuse Arrow data that fails Arrow's full validation (offsets, sizes, UTF-8):
-    Arrow IPC files and tables built in Python may hold any bytes at all."""
-    try:
-        batch.validate(full=True)
+    Arrow IPC files and tables built in Python may hold any bytes at all.
+
+    A large batch is validated in slices of rows, one thread per core (Arrow validates
+    without the GIL): a table handed to ``load`` whole is checked before anything else
+    of the load can start, so this step would otherwise leave all cores but one idle.
+    Only whether it is valid is decided there; a fault is then found and named below.
+    """
+    if _valid(batch):
         return
-    except pa.ArrowInvalid:
-        pass
     for col_name, start, chunk in _chunks(batch):
         try:
             chunk.validate(full=True)
@@ -418,6 +425,53 @@ def check_arrow(name: str, batch: pa.Table | pa.RecordBatch, first_row: int) -> 
             what = "invalid UTF-8" if "UTF8" in why else f"invalid data ({why})"
             raise InvalidInputError(f"{name}: {where}: {what} in field {col_name!r}") from None
     raise InvalidInputError(f"{name}: invalid Arrow data")
+
+
+def _valid(batch: pa.Table | pa.RecordBatch) -> bool:
+    """Whether ``batch`` passes Arrow's full validation, slices in threads when large.
+
+    Only batches of flat columns (numbers, text, binary, temporal) are sliced: a slice
+    recounts the nulls a column declares only where it declares none, so the counts a
+    column declares are compared with its slices' here, and nested columns (whose
+    children declare counts of their own) are validated whole.
+    """
+    workers = min(os.cpu_count() or 1, 8, batch.num_rows // PARALLEL_CHECK_ROWS)
+    try:
+        if workers < 2 or not all(_flat_type(t) for t in batch.schema.types):
+            batch.validate(full=True)
+            return True
+        batch.validate()  # sizes first: slicing reads the offsets of the buffers
+        n = batch.num_rows
+        cuts = [n * i // workers for i in range(workers + 1)]
+        slices = [batch.slice(cuts[i], cuts[i + 1] - cuts[i]) for i in range(workers)]
+        with ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="limno-check") as pool:
+            futures = [pool.submit(s.validate, full=True) for s in slices[1:]]
+            slices[0].validate(full=True)
+            for f in futures:
+                f.result()
+        for i, column in enumerate(batch.columns):
+            if column.null_count and column.null_count != sum(
+                s.column(i).null_count for s in slices
+            ):
+                return False
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+def _flat_type(t: pa.DataType) -> bool:
+    return bool(
+        pt.is_integer(t)
+        or pt.is_floating(t)
+        or pt.is_boolean(t)
+        or pt.is_decimal(t)
+        or pt.is_temporal(t)
+        or pt.is_string(t)
+        or pt.is_large_string(t)
+        or pt.is_binary(t)
+        or pt.is_large_binary(t)
+        or pt.is_fixed_size_binary(t)
+    )
 
 
 # -- empty objects ------------------------------------------------------------------------

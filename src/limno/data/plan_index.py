@@ -34,7 +34,7 @@ from limno.data.objects import DataObject
 from limno.data.scan_plan import Plan
 from limno.errors import CorruptError
 
-__all__ = ["StoredPlan", "plan_table"]
+__all__ = ["StoredPlan", "key_text", "plan_table", "row_texts"]
 
 #: the format of the table (its schema metadata ``limno.plan``)
 FORMAT = "1"
@@ -56,7 +56,8 @@ _SCHEMA = pa.schema(
 )
 
 
-def _key_text(key: Sequence[Any] | None) -> str:
+def key_text(key: Sequence[Any] | None) -> str:
+    """A cluster bound's cell (``lo``, ``hi``)."""
     return json.dumps(encode_key(key), separators=(",", ":"))
 
 
@@ -73,7 +74,7 @@ def plan_table(
     rows: list[tuple[int, int, DataObject]] = []  # (cluster, position, object)
     bounds: dict[int, tuple[str, str]] = {}
     for i, cluster in enumerate(plan._clusters):
-        bounds[len(rows)] = (_key_text(plan._starts[i].key), _key_text(plan._ends[i].key))
+        bounds[len(rows)] = (key_text(plan._starts[i].key), key_text(plan._ends[i].key))
         rows += [(i, plan._position[id(o)], o) for o in cluster]
     rows += [(KEYLESS, plan._position[id(o)], o) for o in plan._keyless or ()]
     planned = {id(o) for _, _, o in rows}
@@ -82,10 +83,10 @@ def plan_table(
     rows += [(UNREAD, -1, o) for o in unread]
     entries, schemas, clips = [], [], []
     for _, _, o in rows:
-        doc = o.to_json()
-        schemas.append(doc.pop("schema"))
-        entries.append(json.dumps(doc, separators=(",", ":")))
-        clips.append(None if o.clip is None else json.dumps([encode_key(c) for c in o.clip]))
+        schema, entry, clip = row_texts(o)
+        schemas.append(schema)
+        entries.append(entry)
+        clips.append(clip)
     firsts = sorted((p, o.schema_b64) for _, p, o in rows if p >= 0 and o.schema_b64)
     seen = dict.fromkeys(text for _, text in firsts)
     meta = {**(metadata or {}), "limno.plan": FORMAT, "schemas": json.dumps(list(seen))}
@@ -101,6 +102,15 @@ def plan_table(
         pa.array(entries, pa.string()),
     ]
     return pa.Table.from_arrays(columns, schema=_SCHEMA.with_metadata(meta))
+
+
+def row_texts(obj: DataObject) -> tuple[str, str, str | None]:
+    """An object's ``schema``, ``entry`` and ``clip`` cells, as :func:`plan_table` stores
+    them (also what a plan derived from its parent's stores: see ``plan_derive.py``)."""
+    doc = obj.to_json()
+    schema = doc.pop("schema")
+    clip = None if obj.clip is None else json.dumps([encode_key(c) for c in obj.clip])
+    return schema, json.dumps(doc, separators=(",", ":")), clip
 
 
 def to_ipc(table: pa.Table, batch_rows: int | None = None) -> bytes:
@@ -154,6 +164,7 @@ class StoredPlan(Plan):
         if not self._large.schema.equals(pa.schema([_SCHEMA.field(n) for n in _LARGE]), False):
             raise CorruptError("not a stored scan plan of this version")
         self.key = key
+        self._small = table
         self.metadata = {k.decode(): v.decode() for k, v in meta.items()}
         #: the distinct schemas (encoded) of the objects read, first-seen in object order
         self.schemas: list[str] = json.loads(self.metadata["schemas"])
@@ -218,6 +229,16 @@ class StoredPlan(Plan):
 
     def _members(self, i: int) -> list[tuple[int, DataObject]]:
         return [(self._text("position", r), self.row(r)) for r in self._rows(i)]
+
+    def whole(self) -> pa.Table:
+        """The stored table, every column (the entries decompressed whole), without its
+        metadata: what a child snapshot's plan is derived from (``plan_derive.py``)."""
+        try:
+            large = self._large.read_all()
+        except (pa.ArrowException, ValueError) as e:
+            raise CorruptError(f"stored scan plan: entries unreadable ({e})") from e
+        columns = [*(self._small.column(n) for n in _SMALL), *(large.column(n) for n in _LARGE)]
+        return pa.Table.from_arrays(columns, schema=_SCHEMA)
 
     @functools.cached_property
     def stored_order(self) -> np.ndarray:

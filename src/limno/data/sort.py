@@ -53,6 +53,8 @@ ARANGE_ROWS = 1 << 18
 #: distinct integer keys spanning fewer than this many values per row are ordered by
 #: placing each row in its key's slot (:func:`_dense_order`), not by a sort
 DENSE_SPAN = 2
+#: rows compared first when checking whether keys are in order (see :func:`_in_order`)
+IN_ORDER_PROBE_ROWS = 4096
 
 
 def sort_order(
@@ -190,6 +192,14 @@ def numpy_values(arr: pa.Array) -> np.ndarray:
 
 
 def _in_order(values: np.ndarray, descending: bool) -> bool:
+    """Whether the values never decrease (never increase if ``descending``).
+
+    The first rows are looked at first: shuffled input (the common case of a sort)
+    is told apart there, without comparing all of its rows."""
+    if len(values) > IN_ORDER_PROBE_ROWS and not _in_order(
+        values[:IN_ORDER_PROBE_ROWS], descending
+    ):
+        return False
     if descending:
         return bool(np.all(values[1:] <= values[:-1]))
     return bool(np.all(values[1:] >= values[:-1]))
@@ -239,21 +249,47 @@ def _dense_order(values: np.ndarray, lo: Any, hi: Any, descending: bool) -> np.n
     no larger than the packed sort's own); the filled slots read in order are the sorted
     rows. Two rows of one key would share a slot, so fewer filled slots than rows
     means a repeated key. Distinct keys have no ties, so the order is stable.
+
+    The first rows are placed first (a key repeated among them gives up early); the
+    rest are placed by one thread per core (numpy writes without the GIL; threads
+    that meet a repeated key write one slot twice, which the count of filled slots
+    finds). This is the one step of a load that no other step overlaps: everything
+    waits for the order.
     """
     n = len(values)
     index: type[np.signedinteger[Any]] = np.int32 if n < 2**31 else np.int64
     slots: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.full(
         int(hi) - int(lo) + 1, -1, dtype=index
     )
-    for start in range(0, n, ARANGE_ROWS):  # in pieces: no second array of n rows
-        stop = min(n, start + ARANGE_ROWS)
-        part = values[start:stop]
-        # the distance from the first key in sort order: below the span, so it fits
-        positions = ((hi - part) if descending else (part - lo)).astype(np.int64)
-        rows = np.arange(start, stop, dtype=index)
-        slots[positions] = rows
-        if not start and not np.array_equal(slots[positions], rows):
-            return None  # a key repeats in the first rows: give up early
+
+    def place(start: int, stop: int) -> bool:
+        """Place rows ``[start, stop)``; False if a key repeats among the first ones."""
+        for piece in range(start, stop, ARANGE_ROWS):  # in pieces: no second array of n
+            end = min(stop, piece + ARANGE_ROWS)
+            part = values[piece:end]
+            # the distance from the first key in sort order: below the span, so it fits
+            positions = ((hi - part) if descending else (part - lo)).astype(np.int64)
+            rows = np.arange(piece, end, dtype=index)
+            slots[positions] = rows
+            if not piece and not np.array_equal(slots[positions], rows):
+                return False  # a key repeats in the first rows: give up early
+        return True
+
+    first = min(n, ARANGE_ROWS)
+    if not place(0, first):
+        return None
+    threads = min(os.cpu_count() or 1, 8, (n - first) // PARALLEL_SORT_MIN_ROWS)
+    if threads < 2:
+        place(first, n)
+    else:
+        cuts = [first + (n - first) * i // threads for i in range(threads + 1)]
+        with ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="limno-sort") as pool:
+            futures = [pool.submit(place, cuts[i], cuts[i + 1]) for i in range(1, threads)]
+            place(cuts[0], cuts[1])
+            for f in futures:
+                f.result()
+    if len(slots) == n:  # a permutation of the span, unless a key repeats (a slot empty)
+        return slots if int(slots.min()) >= 0 else None
     order = slots[slots >= 0]
     if len(order) != n:
         return None

@@ -8,7 +8,7 @@ filters a topic's records, ``join-on`` pairs a denorm's left and right records
 of that runs on Spark DataFrames; what comes back to the driver is what the run
 commits: each rule's output rows and, for a denorm, its sides' sequence numbers
 (what is left unpaired waits). The output rows are numbered into output records by
-the local engine's own code (:func:`.local._records`) and a non-text key becomes
+the code both engines share (:func:`.common.records`) and a non-text key becomes
 JSON with DuckDB's ``to_json`` as there, so both engines give identical records,
 offsets and state wherever their SQL agrees (``tests/etl/test_etl_engines.py``).
 
@@ -25,9 +25,13 @@ merge-on-read in tasks where the pool needs it). On a served lake the objects ar
 the server's: its DuckDB keeps the new and pending records of the input topics
 (one ``query`` there, streamed as Arrow) and they come into Spark from here.
 
-A run is three Spark jobs: the pools' kept records (their partitions and offsets:
-the new marks and the checks), the denorm rules' sides (their ``_etl_seq``), every
+A run is three Spark jobs: an aggregate of the pools' kept records per input and
+partition (counts and offsets: the new marks and the checks; a few rows to the
+driver, not the records), the denorm rules' sides (their ``_etl_seq``), every
 rule's outputs (one union, each rule's ``key``/``value`` in columns of its own).
+The unpaired records of a denorm are found on the driver from its sides'
+``_etl_seq`` and the pairs': anti joins in Spark (which would save the sides' job)
+cost more CPU on the 1M-event benchmark than they save.
 A pool's kept records are cached for the run when some of its topics were consumed
 before (few are kept: the pool is read once); in a first run they are all kept, and
 reading the pool again is cheaper than caching it.
@@ -45,8 +49,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from limno.errors import InvalidInputError, LimnoError
+from limno.etl.common import Result, check_inputs, check_orderable, quote_tables, records, unpack
 from limno.etl.config import Config, Denorm, Place, Rule, Stateless, rule_field
-from limno.etl.local import _MAX_INPUTS, _OFFSETS, _PARTS, Result, _records, quote_tables
 from limno.etl.state import State
 
 if TYPE_CHECKING:
@@ -204,8 +208,9 @@ def _side_seqs(table: pa.Table, side: int) -> np.ndarray:
 
 
 class _Run:
-    """One run's Spark work in three jobs: the topics' kept records (cached; their
-    marks and checks), the denorm rules' sides, every rule's outputs."""
+    """One run's Spark work in three jobs: the topics' kept records (cached when
+    few; their marks and checks, aggregated), the denorm rules' sides, every rule's
+    outputs."""
 
     def __init__(self, config: Config, state: State, sources: Mapping[str, DataFrame | None]):
         self.config, self.state, self.sources = config, state, sources
@@ -227,14 +232,13 @@ class _Run:
 
     def load_events(self) -> None:
         """Each input pool's kept records (cached when some were consumed before);
-        their partitions and offsets (one job for all pools) give the new marks and
-        the checks."""
+        per input and partition, their count, offsets and missing offsets (one small
+        aggregate for all pools) give the new marks and the checks."""
         from pyspark.sql import functions as F
 
         from limno.engines.spark._session import translate_errors
 
-        if len(self.config.inputs) > _MAX_INPUTS:
-            raise InvalidInputError(f"etl: at most {_MAX_INPUTS} inputs")
+        check_inputs(len(self.config.inputs))
         parts: list[DataFrame] = []
         for ref, df in self.sources.items():
             topics = {i: s.topic for i, s in enumerate(self.config.inputs) if s.ref == ref}
@@ -251,28 +255,38 @@ class _Run:
             parts.append(kept.select("_etl_input", "_etl_partition", "_etl_offset", "_etl_new"))
         if not parts:
             return
+        new, offset = F.col("_etl_new"), F.col("_etl_offset")
+        marks = (
+            _union(parts)
+            .groupBy("_etl_input", "_etl_partition")
+            .agg(
+                F.count(F.when(new, 1)).alias("new"),
+                F.max(F.when(new, offset)).alias("last"),
+                F.max(offset).alias("top"),
+                F.count(F.when(offset.isNull(), 1)).alias("nulls"),
+            )
+        )
         with translate_errors("etl"):
-            table = _union(parts).toArrow()
+            table = marks.toArrow()
         inputs = table["_etl_input"].to_numpy()
         for i, source in enumerate(self.config.inputs):
             if source.topic in self.events:
                 self.count(source.topic, table.filter(pa.array(inputs == i)))
+                if not (inputs == i).any():
+                    # nothing new nor waiting: absent, as a topic never seen is (the
+                    # pool's schema may not hold this topic's fields yet, which rules name)
+                    del self.events[source.topic]
 
-    def count(self, topic: str, kept: pa.Table) -> None:
-        if kept["_etl_offset"].null_count:
+    def count(self, topic: str, marks: pa.Table) -> None:
+        """A topic's new marks and count from its per-partition aggregate ``marks``."""
+        if pc.sum(marks["nulls"]).as_py():
             raise InvalidInputError(f"etl: topic {topic}: records without kafka.offset")
-        parts = kept["_etl_partition"].to_numpy()
-        offsets = kept["_etl_offset"].to_numpy()
-        if len(parts) and (parts.max() >= 1 << 12 or offsets.max() >= 1 << 44):
-            raise InvalidInputError(
-                f"etl: topic {topic}: partition {parts.max()} or offset {offsets.max()} is "
-                "beyond what a run orders (partitions below 4096, offsets below 2^44)"
-            )
-        new = kept["_etl_new"].to_numpy(zero_copy_only=False).astype(bool)
-        self.new_events += int(new.sum())
-        for p in np.unique(parts[new]).tolist():
-            last = offsets[new & (parts == p)].max()
-            self.consumed.setdefault(topic, {})[int(p)] = int(last)
+        if marks.num_rows:
+            top = pc.max(marks["top"]).as_py()
+            check_orderable(topic, pc.max(marks["_etl_partition"]).as_py(), top)
+        for row in marks.filter(pc.greater(marks["new"], 0)).to_pylist():
+            self.new_events += int(row["new"])
+            self.consumed.setdefault(topic, {})[int(row["_etl_partition"])] = int(row["last"])
 
     def side(self, rule: Rule, topic: str, pending: bool) -> DataFrame | None:
         """The rule's records of ``topic`` that pass ``where`` (new ones, and with
@@ -416,8 +430,7 @@ def _waiting(
     waiting: list[tuple[str, int, int]] = []
     for n, (topic, _, seqs) in enumerate(sides):
         alone = seqs[~np.isin(seqs, paired[n])] if paired else seqs
-        parts, offsets = ((alone >> 44) & _PARTS).tolist(), (alone & _OFFSETS).tolist()
-        waiting += [(topic, p, o) for p, o in zip(parts, offsets, strict=True)]
+        waiting += unpack(topic, alone)
     return sorted(waiting)
 
 
@@ -450,11 +463,11 @@ def evaluate(config: Config, state: State, sources: Mapping[str, DataFrame | Non
             for k, t in sorted(tables.items())
             if t.num_rows or isinstance(config.transforms[k], Denorm)
         ]
-        records, written = _records(made, state.next)
+        out, written = records(made, state.next)
         after = dict(state.next)
         for topic, n in written.items():
             after[topic] = after.get(topic, 0) + n
-        return Result(records, run.consumed, kept, after, run.new_events, written)
+        return Result(out, run.consumed, kept, after, run.new_events, written)
     finally:
         run.release()
 

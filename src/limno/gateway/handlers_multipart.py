@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from limno.errors import MultipartError
 from limno.gateway.handlers_common import (
@@ -186,7 +187,10 @@ def _complete(call: Call) -> Reply:
     _complete_conditions(call, pool, address)
     sizes = _part_sizes(multipart, upload.id, [p.part_number for p in parts])
     entry = multipart.complete(
-        upload.id, [(p.part_number, p.etag) for p in parts], {PARTS: encode_parts(sizes)}
+        upload.id,
+        [(p.part_number, p.etag) for p in parts],
+        {PARTS: encode_parts(sizes)},
+        if_none_match=call.headers.get("if-none-match") is not None,  # atomic, unlike the check
     )
     call.autocommit(
         pool,
@@ -196,7 +200,10 @@ def _complete(call: Call) -> Reply:
     )
     key = call.op.key or ""
     body = complete_multipart_upload(
-        location=f"{call.base_url}/{key}", bucket=call.bucket, key=key, etag=entry.etag
+        location=f"{call.base_url}/{quote(key, safe='/')}",  # URL-encoded, as S3's
+        bucket=call.bucket,
+        key=key,
+        etag=entry.etag,
     )
     return xml_reply(body)
 

@@ -60,6 +60,7 @@ from limno.gateway.s3xml import (
 
 if TYPE_CHECKING:
     from limno.api.local_files import LocalFilePool
+    from limno.gateway.s3parse import ObjectToDelete
     from limno.pools.files.entries import FileEntry
 
 __all__ = ["HANDLERS", "check_conditions", "copy_source", "parse_range"]
@@ -392,6 +393,7 @@ def _copy_object(call: Call) -> Reply:
             target.path,
             metadata=metadata,
             content_type=content_type,
+            if_none_match=if_none_match,
         )
     else:  # blobs belong to their pool: another pool's bytes are copied
         made = pool.put(
@@ -400,6 +402,7 @@ def _copy_object(call: Call) -> Reply:
             source_pool.read_entry(entry),
             content_type=content_type or entry.content_type,
             metadata=entry.metadata if metadata is None else metadata,
+            if_none_match=if_none_match,
             max_size=MAX_OBJECT,
         )
     call.autocommit(pool, target.ref, {target.path: made.to_value()}, f"CopyObject {call.op.key}")
@@ -418,14 +421,29 @@ def _check_target(pool: LocalFilePool, target: Address, if_match: str | None, no
         raise S3Error("PreconditionFailed", Condition="If-Match")
 
 
+def _delete_condition(pool: LocalFilePool, address: Address, if_match: str | None) -> None:
+    """S3's conditional delete: with ``If-Match`` (an ETag, or ``*``) the key must exist
+    (NoSuchKey) and have that ETag (PreconditionFailed), else nothing is deleted. Checked
+    just before the removal is staged, as a conditional write checks its target."""
+    if if_match is None:
+        return
+    current = pool.stat(address.path, address.ref)  # NotFoundError: NoSuchKey
+    if not _etag_in(if_match, current.etag):
+        raise S3Error("PreconditionFailed", Condition="If-Match")
+
+
 @branch_writes
 def _delete_object(call: Call) -> Reply:
     _version(call)
+    for name in ("x-amz-if-match-last-modified-time", "x-amz-if-match-size"):
+        if call.headers.get(name) is not None:  # a condition ignored would delete anyway
+            raise S3Error("NotImplemented", f"{name} is not implemented (If-Match is)")
     if _branch_marker(call):
         call.file_pool(action="write")
         return Reply(204)  # the branch stays: it is no file
     address = call.write_address()
     pool = call.file_pool(action="write")
+    _delete_condition(pool, address, call.headers.get("if-match"))
     if pool.remove(address.ref, [address.path]):
         call.autocommit(pool, address.ref, {address.path: TOMBSTONE}, f"DeleteObject {call.op.key}")
     return Reply(204)
@@ -445,6 +463,11 @@ def _delete_objects(call: Call) -> Reply:
             deleted.append(DeletedEntry(obj.key, obj.version_id))  # a branch marker: nothing
         elif address is None:
             errors.append(DeleteErrorEntry(obj.key, "InvalidArgument", "keys are <branch>/<path>"))
+        elif obj.unsupported is not None:  # a condition ignored would delete anyway
+            message = f"a {obj.unsupported} condition is not implemented (ETag is)"
+            errors.append(DeleteErrorEntry(obj.key, "NotImplemented", message))
+        elif (refused := _refused_delete(call, pool, address, obj)) is not None:
+            errors.append(DeleteErrorEntry(obj.key, refused.code, refused.message))
         else:
             by_branch.setdefault(address.ref, []).append((obj.key, address.path, obj.version_id))
     for branch, items in by_branch.items():
@@ -466,6 +489,18 @@ def _delete_objects(call: Call) -> Reply:
         else:
             deleted += [DeletedEntry(key, version) for key, _, version in items]
     return xml_reply(delete_result(deleted, errors, quiet=request.quiet))
+
+
+def _refused_delete(
+    call: Call, pool: LocalFilePool, address: Address, obj: ObjectToDelete
+) -> S3Error | None:
+    """Why one key of a DeleteObjects may not be deleted: its ``<ETag>`` condition."""
+    try:
+        _delete_condition(pool, address, obj.etag)
+    except Exception as e:
+        refused = call.read_only_ref(address.ref) if isinstance(e, NotFoundError) else None
+        return refused or from_limno(e, bucket=call.bucket, key=obj.key, op="DeleteObjects")
+    return None
 
 
 HANDLERS = {

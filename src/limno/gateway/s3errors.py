@@ -9,8 +9,10 @@ place, :func:`from_limno`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from xml.sax.saxutils import escape
+from urllib.parse import quote
+from xml.sax.saxutils import escape as _escape
 
 from limno.errors import (
     AlreadyExistsError,
@@ -28,6 +30,17 @@ from limno.errors import (
 )
 
 __all__ = ["CODES", "S3Error", "from_limno"]
+
+#: characters XML 1.0 cannot hold at all, not even as a character reference
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def escape(text: str) -> str:
+    """``text`` for an error document: XML-escaped, and each character XML 1.0 cannot
+    hold (a key may have any but NUL, such as U+0001) percent-encoded, as in a URL, so that
+    every client can still parse the document and read its ``<Code>``."""
+    return _escape(_NOT_XML.sub(lambda m: quote(m.group(), safe="", errors="surrogatepass"), text))
+
 
 #: S3 error code -> (HTTP status, the message S3 words it with)
 CODES: dict[str, tuple[int, str]] = {

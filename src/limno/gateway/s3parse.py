@@ -39,6 +39,10 @@ MAX_PART_NUMBER = 10000
 class ObjectToDelete:
     key: str
     version_id: str | None = None
+    #: a conditional delete's ETag (``*``: the key must exist), unquoted
+    etag: str | None = None
+    #: a condition the gateway does not implement (``LastModifiedTime``, ``Size``)
+    unsupported: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,9 @@ def parse_delete(body: bytes) -> DeleteRequest:
         if key is None:
             raise S3Error("MalformedXML")
         version = _text(obj, "VersionId")
-        objects.append(ObjectToDelete(key, version or None))
+        etag = _text(obj, "ETag")
+        other = next((n for n in ("LastModifiedTime", "Size") if _text(obj, n) is not None), None)
+        objects.append(ObjectToDelete(key, version or None, etag.strip() if etag else None, other))
     if not objects or len(objects) > MAX_DELETE_KEYS:
         raise S3Error("MalformedXML")
     return DeleteRequest(objects, quiet=(quiet_text or "").strip().lower() == "true")

@@ -88,10 +88,20 @@ class Rows:
     rows: list[dict[str, Any]]
     #: the columns' Arrow types, in the order of ``names`` (made only for :meth:`table`)
     types: Callable[[], list[pa.DataType]]
+    #: columns of free-form JSON values (a commit's meta): objects in the rows (and so
+    #: in ``-f json``), JSON text in the Arrow table, whose columns have one type
+    json_columns: tuple[str, ...] = ()
 
     def table(self) -> pa.Table:
         schema = pa.schema(list(zip(self.names, self.types(), strict=True)))
-        return pa.Table.from_pylist(self.rows, schema=schema)
+        rows = self.rows
+        if self.json_columns:
+            rows = [{**r, **{c: _json_text(r.get(c)) for c in self.json_columns}} for r in rows]
+        return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True)
 
 
 def key_text(key: Sequence[Any] | None) -> str | None:
@@ -152,7 +162,8 @@ def _commit_types() -> list[pa.DataType]:
 
 
 def commits_rows(commits: Sequence[Commit]) -> Rows:
-    """``"pool:commits"`` and ``limno log -f ndjson``: newest first, actions as a list."""
+    """``"pool:commits"`` and ``limno log -f ndjson``: newest first, actions as a list,
+    meta an object (JSON text in the Arrow table)."""
     rows = [
         {
             "id": c.id,
@@ -160,13 +171,13 @@ def commits_rows(commits: Sequence[Commit]) -> Rows:
             "author": c.author,
             "date": c.date,
             "message": c.message,
-            "meta": json.dumps(dict(c.meta), sort_keys=True),
+            "meta": dict(c.meta),
             "retries": c.retries,
             "actions": [{"op": a.op, "id": a.key} for a in c.actions],
         }
         for c in commits
     ]
-    return Rows(_COMMITS, rows, _commit_types)
+    return Rows(_COMMITS, rows, _commit_types, json_columns=("meta",))
 
 
 def commits_table(commits: Sequence[Commit]) -> pa.Table:

@@ -130,7 +130,12 @@ class PoolRegistry:
         return new
 
     def rename(self, old: str, new: str) -> PoolConfig:
-        return self.update(self.find(old), name=new)
+        """The pool under its new name; renaming it to the name it has changes nothing
+        and writes nothing (as ``git branch -m b b`` succeeds doing nothing)."""
+        config = self.find(old)
+        if config.name == new:
+            return config
+        return self.update(config, name=new)
 
     def drop(self, name: str) -> PoolConfig:
         """Unregister the pool, then delete its objects."""

@@ -74,6 +74,7 @@ __all__ = [
     "Rule",
     "allowed_at_once",
     "author_of",
+    "check_spark_settings",
     "guard",
     "readable_of",
     "require_admin",
@@ -370,6 +371,19 @@ def author_of(request: Request, given: str | None) -> str | None:
             )
         return given
     return user.name
+
+
+def check_spark_settings(request: Request, master: str | None, conf: object) -> None:
+    """Spark's master and configuration are the server's to decide: a request may set
+    them (``spark_master``, ``spark_conf``) only from an admin (403 otherwise), since a
+    setting such as ``spark.driver.extraJavaOptions`` runs what it names on the server.
+    Every route that can run Spark checks this before doing any work."""
+    user = user_of(request)
+    if (master or conf) and user is not None and user.role != "admin":
+        raise ForbiddenError(
+            f"user {user.name!r} ({user.role}) may not set Spark's master or configuration:"
+            " the server decides them"
+        )
 
 
 def readable_of(request: Request) -> Callable[[str], bool] | None:

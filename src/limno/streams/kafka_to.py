@@ -26,11 +26,18 @@ invisible to ``read_committed`` consumers (which ``kafka from`` is), and the res
 skips them and the transaction markers alike, reading back from a partition's end to
 its last committed message. One id per target topic and run at a time: a second run
 with the same id fences the first.
+
+Following (:func:`follow_to`, ``--follow``): one producer produces each new commit's
+records (:mod:`.follow`). The resume points are read from the topic once, then known
+from what the producer wrote (after each run's flush); a failure ends the session and
+the next one reads them again. With them known, a ``--source-topic`` pool keyed on
+``kafka.offset`` is read from the lowest resume point on, not whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,7 +47,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from limno.errors import InvalidInputError, LimnoError
+from limno.errors import InvalidInputError, LimnoError, NotFoundError
+from limno.streams.follow import DEFAULT_INTERVAL, follow
 from limno.streams.formats import encoded, encoder_for
 from limno.streams.kafka_from import consumer_config, kafka_error, partitions_of
 from limno.streams.kafka_records import KAFKA_TYPE
@@ -50,7 +58,7 @@ if TYPE_CHECKING:
 
     from limno.api import Lake
 
-__all__ = ["OFFSET_HEADER", "ToOptions", "producer_config", "sync_to"]
+__all__ = ["OFFSET_HEADER", "ToOptions", "follow_to", "producer_config", "sync_to"]
 
 #: the header of a produced message naming its record's source offset
 OFFSET_HEADER = "limno.offset"
@@ -78,18 +86,13 @@ class ToOptions:
     transactional_id: str | None = None
 
 
-def _resume_points(opts: ToOptions, needed: set[int]) -> dict[int, int]:
+def _resume_points(opts: ToOptions) -> dict[int, int]:
     """``{partition: last source offset it holds}`` (-1: none yet) of each partition of
-    the topic, which must have every partition in ``needed``."""
+    the topic."""
     errors: list[KafkaError] = []
     consumer = Consumer({**consumer_config(opts.bootstrap, errors), "enable.partition.eof": True})
     try:
         partitions = partitions_of(consumer, opts.topic, opts.bootstrap)
-        if not needed <= set(partitions):
-            raise InvalidInputError(
-                f"kafka topic {opts.topic} has {len(partitions)} partition(s); the records "
-                f"are of partitions up to {max(needed)}"
-            )
         return {p: _last_source_offset(consumer, opts, p) for p in partitions}
     finally:
         consumer.close()
@@ -149,9 +152,19 @@ def _source_offset(message: Message, opts: ToOptions) -> int:
     )
 
 
-def _records(lake: Lake, opts: ToOptions) -> pa.Table:
-    """The ref's records of the source topic, by partition and offset."""
-    table = lake.pool(opts.pool).scan(opts.ref)
+def _records(lake: Lake, opts: ToOptions, resume: dict[int, int] | None) -> pa.Table:
+    """The ref's records of the source topic, by partition and offset; with ``resume``
+    known, of a pool keyed on ``kafka.offset`` and ``--source-topic`` given, only those
+    from the lowest resume point on (a key range: a run's read follows what is new)."""
+    pool = lake.pool(opts.pool)
+    low = min((o + 1 for o in (resume or {}).values()), default=0)
+    ranged = (
+        low > 0
+        and opts.source_topic is not None
+        and (pool.config.key or "").replace(" ", "") == "kafka.offset"
+        and not any(o.keyless for o in pool.objects(opts.ref))
+    )
+    table = pool.scan(opts.ref, start=(low,)) if ranged else pool.scan(opts.ref)
     if "kafka" not in table.column_names and table.num_rows == 0:  # nothing yet
         table = pa.table({"kafka": pa.array([], KAFKA_TYPE)})
     if "kafka" not in table.column_names:
@@ -304,46 +317,134 @@ def producer_config(
     return config
 
 
-def sync_to(lake: Lake, opts: ToOptions, *, log: Callable[[str], None] = lambda _: None) -> int:
-    """Produce what the topic does not hold yet; the number of messages produced."""
-    errors: list[KafkaError] = []
-    failed: list[str] = []
+def sync_to(
+    lake: Lake,
+    opts: ToOptions,
+    *,
+    log: Callable[[str], None] = lambda _: None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Produce what the topic does not hold yet; the number of messages produced.
+    ``stop`` set meanwhile: the messages produced so far are flushed, the rest left
+    for the next run."""
+    return _Session(lake, opts, log, stop).run()
 
-    def delivered(err: KafkaError | None, message: Message) -> None:
-        if err is not None:
-            failed.append(err.str())
 
-    producer = Producer(producer_config(opts.bootstrap, errors, opts.transactional_id))
-    txn = _Transactions(producer, opts)
-    txn.start()  # before the resume points are read: a fenced zombie can add nothing after
-    table = _records(lake, opts)
-    resume = _resume_points(opts, set(pc.unique(table.column("__p")).to_pylist()))
-    produced = 0
-    produce, topic, before = producer.produce, opts.topic, txn.before_message
-    for message in _messages(table, resume, opts):
-        if txn.on:
-            before()
-        while True:
-            try:
-                produce(topic, on_delivery=delivered, **message)
-                break
-            except BufferError:  # the client's queue is full: let it send
-                producer.poll(1.0)
-        produced += 1
-        if not produced % 10_000:  # delivery reports (of failures), now and then
-            producer.poll(0)
-            if failed or any(e.fatal() for e in errors):
-                break
-    left = 0 if failed else txn.finish()
-    problem = failed[0] if failed else next((e.str() for e in errors if e.fatal()), None)
-    if problem is not None or left:
-        txn.abort()
-        raise LimnoError(
-            f"kafka at {opts.bootstrap}: producing to {opts.topic} failed "
-            f"({problem or f'{left} message(s) unacknowledged'}): rerun to resume"
+def follow_to(
+    lake: Lake,
+    opts: ToOptions,
+    *,
+    log: Callable[[str], None] = lambda _: None,
+    on_run: Callable[[int], None] = lambda _: None,
+    stop: threading.Event | None = None,
+    interval: float = DEFAULT_INTERVAL,
+    exit_after: float | None = None,
+) -> int:
+    """:func:`sync_to` again each time the pool's ref moves (:mod:`.follow`), with one
+    producer and the resume points kept between runs, until ``stop`` or
+    ``exit_after`` seconds without a message produced; ``on_run`` hears of each run
+    that produced some. How many runs there were."""
+    stop = stop or threading.Event()
+    session = _Session(lake, opts, log, stop)
+    waiting: list[str] = []
+
+    def heads() -> str | None:
+        try:
+            return lake.pool(opts.pool).resolve(opts.ref)
+        except NotFoundError:
+            if not waiting:  # said once: a pool not made yet is waited for
+                waiting.append(opts.pool)
+                log(f"kafka: waiting for pool {opts.pool}")
+            return None
+
+    def step() -> bool:
+        produced = session.run()
+        if produced:
+            on_run(produced)
+        return produced > 0
+
+    return follow(heads, step, stop=stop, interval=interval, exit_after=exit_after)
+
+
+class _Session:
+    """One producer, and (after a first run) where each target partition stands: the
+    topic's last messages are read once, then known from what this producer wrote
+    (a failure ends the session; the next one reads them again)."""
+
+    def __init__(
+        self,
+        lake: Lake,
+        opts: ToOptions,
+        log: Callable[[str], None],
+        stop: threading.Event | None,
+    ) -> None:
+        self.lake, self.opts, self.log = lake, opts, log
+        self.stop = stop or threading.Event()
+        self.errors: list[KafkaError] = []
+        self.failed: list[str] = []
+        self.producer = Producer(
+            producer_config(opts.bootstrap, self.errors, opts.transactional_id)
         )
-    log(f"kafka: {produced} record(s) of {opts.pool} produced to {opts.topic}")
-    return produced
+        self.txn = _Transactions(self.producer, opts)
+        self.txn.start()  # before the resume points are read: a fenced zombie adds nothing after
+        self.resume: dict[int, int] | None = None
+
+    def _delivered(self, err: KafkaError | None, message: Message) -> None:
+        if err is not None:
+            self.failed.append(err.str())
+
+    def _points(self, needed: set[int]) -> dict[int, int]:
+        """The resume points, read from the topic when not known or when the records
+        are of partitions not seen (the topic may have grown)."""
+        if self.resume is None or not needed <= set(self.resume):
+            self.resume = _resume_points(self.opts)
+        if not needed <= set(self.resume):
+            raise InvalidInputError(
+                f"kafka topic {self.opts.topic} has {len(self.resume)} partition(s); the "
+                f"records are of partitions up to {max(needed)}"
+            )
+        return self.resume
+
+    def run(self) -> int:
+        opts = self.opts
+        table = _records(self.lake, opts, self.resume)
+        resume = self._points(set(pc.unique(table.column("__p")).to_pylist()))
+        produced = 0
+        last: dict[int, str] = {}  # partition -> the last source offset produced
+        producer, txn, failed = self.producer, self.txn, self.failed
+        produce, topic, before, delivered = (
+            producer.produce,
+            opts.topic,
+            txn.before_message,
+            self._delivered,
+        )
+        for message in _messages(table, resume, opts):
+            if txn.on:
+                before()
+            while True:
+                try:
+                    produce(topic, on_delivery=delivered, **message)
+                    break
+                except BufferError:  # the client's queue is full: let it send
+                    producer.poll(1.0)
+            produced += 1
+            last[message["partition"]] = message["headers"][-1][1]
+            if not produced % 10_000:  # delivery reports (of failures), now and then
+                producer.poll(0)
+                if failed or any(e.fatal() for e in self.errors) or self.stop.is_set():
+                    break
+        left = 0 if failed else txn.finish()
+        problem = failed[0] if failed else next((e.str() for e in self.errors if e.fatal()), None)
+        if problem is not None or left:
+            txn.abort()
+            self.resume = None
+            raise LimnoError(
+                f"kafka at {opts.bootstrap}: producing to {opts.topic} failed "
+                f"({problem or f'{left} message(s) unacknowledged'}): rerun to resume"
+            )
+        resume.update({p: int(o) for p, o in last.items()})
+        self.log(f"kafka: {produced} record(s) of {opts.pool} produced to {opts.topic}")
+        return produced
 
 
 class _Transactions:

@@ -6,8 +6,9 @@ else creates (or reuses) a classic SparkSession: ``local[*]`` unless a master
 URL is given, by argument or ``LIMNO_SPARK_MASTER``; extra Spark conf comes from
 the ``conf`` argument and from ``LIMNO_SPARK_CONF`` (``k=v`` pairs separated by
 newlines or ``;``). The JVM jars the pipeline needs (hadoop-aws and its AWS SDK
-bundle for ``s3a://``) are local jars fetched by ``scripts/jars.sh``; they are
-passed with ``spark.jars``, never downloaded by Spark at run time. The JVMs limno
+bundle for ``s3a://``) are local jars fetched by ``scripts/jars.sh``, never
+downloaded by Spark at run time: on the driver's class path in local mode (no copy
+per session), else passed with ``spark.jars``. The JVMs limno
 starts log to files (:mod:`limno.engines.spark_server`), never to the terminal.
 
 Spark reads data objects natively through Hadoop file systems (``file://`` for a
@@ -78,7 +79,7 @@ def jars_dir() -> Path:
 
 
 def jars() -> list[str]:
-    """The local jars passed to Spark (``spark.jars``), sorted; empty when not fetched."""
+    """The local jars limno's sessions use, sorted; empty when not fetched."""
     return sorted(glob.glob(str(jars_dir() / "*.jar")))
 
 
@@ -142,6 +143,12 @@ def _log4j_options() -> str | None:
     return spark_server.log4j_options()
 
 
+def _local_master(master: str) -> bool:
+    """Whether ``master`` runs the executors inside the driver's JVM (``local``,
+    ``local[N]``, ``local[N,F]``; not ``local-cluster[...]``)."""
+    return master == "local" or master.startswith("local[")
+
+
 def spark_conf(master: str | None = None, conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """The full conf of a session limno creates: defaults, jars, s3a, env, then ``conf``."""
     out = dict(DEFAULT_CONF)
@@ -150,7 +157,12 @@ def spark_conf(master: str | None = None, conf: Mapping[str, str] | None = None)
     out["spark.pyspark.python"] = sys.executable
     out["spark.pyspark.driver.python"] = sys.executable
     found = jars()
-    if found:
+    if found and _local_master(out["spark.master"]):
+        # tasks run in the driver's JVM: the jars go on its class path as they are.
+        # With spark.jars each session would copy them (641 MB of AWS SDK) into
+        # /tmp/spark-*/userFiles-*, which a killed JVM never removes.
+        out["spark.driver.extraClassPath"] = os.pathsep.join(found)
+    elif found:  # executors in other JVMs, perhaps other machines: Spark ships the jars
         out["spark.jars"] = ",".join(found)
     out["spark.driver.extraJavaOptions"] = _JVM_CHECKSUM_OPTS
     log4j = _log4j_options()
@@ -209,17 +221,47 @@ def session(
     # PySpark takes the executors' interpreter from the environment of the driver
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings = spark_conf(master, conf)
+    global _jvm_class_path
+    fresh = not _jvm_started()
+    settings = _jars_for_jvm(spark_conf(master, conf))
     _launch_jvm(settings)
     builder = SparkSession.builder
     for k, v in settings.items():
         builder = builder.config(k, v)
     made = builder.getOrCreate()
+    if fresh:
+        _jvm_class_path = settings.get("spark.driver.extraClassPath")
     _quiet_query_context_loggers()
     from ._source import register  # format("limno") in every session limno makes
 
     register(made)
     return made
+
+
+#: the class path limno started this process's JVM with (None: not started by limno)
+_jvm_class_path: str | None = None
+
+
+def _jvm_started() -> bool:
+    """Whether this process has its JVM already (PySpark's gateway, or one it was given)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _jars_for_jvm(settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` fit for the JVM the session will run in: a JVM already running
+    (a session stopped before, the user's own) keeps the class path it started
+    with, so the jars go by ``spark.jars`` unless limno put them there."""
+    class_path = settings.get("spark.driver.extraClassPath")
+    if not _jvm_started() or class_path is None or class_path == _jvm_class_path:
+        return settings
+    if class_path != os.pathsep.join(jars()):
+        return settings  # the caller's own class path: theirs to manage
+    out = dict(settings)
+    del out["spark.driver.extraClassPath"]
+    out["spark.jars"] = ",".join(class_path.split(os.pathsep))
+    return out
 
 
 def _launch_jvm(settings: Mapping[str, str]) -> None:
@@ -230,7 +272,7 @@ def _launch_jvm(settings: Mapping[str, str]) -> None:
 
     from limno.engines import spark_server
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if _jvm_started():
         return
     conf = SparkConf(loadDefaults=False)
     conf.setAll(list(settings.items()))

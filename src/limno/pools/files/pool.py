@@ -206,23 +206,46 @@ class FilePool(Branching):
             metadata=metadata,
             object=blob.id,
         )
-        try:
-            self._preconditions(branch, path, if_match, if_none_match)
-        except BaseException:
-            blobs.delete_blob(self.storage, self.id, blob.id)  # referenced by nothing yet
-            raise
         # a failed stage may still have landed (a lost reply): the blob stays for vacuum,
         # which frees it past the grace period if no staging entry names it
-        self.versioned.stage(branch, path, entry.to_value(), since)
+        if if_match is None and not if_none_match:
+            self.versioned.stage(branch, path, entry.to_value(), since)
+            return entry
+        try:
+            self._stage_if(branch, path, entry.to_value(), since, if_match, if_none_match)
+        except PreconditionFailedError:
+            blobs.delete_blob(self.storage, self.id, blob.id)  # named by nothing
+            raise
         return entry
+
+    def _stage_if(
+        self,
+        branch: str,
+        path: str,
+        value: Mapping[str, Any],
+        since: int | None,
+        if_match: str | None,
+        if_none_match: bool,
+    ) -> None:
+        """Stage a conditional write as one step among writers of the path: the staged
+        entry its conditions were judged against is replaced only if it is still there,
+        a new one is created put-if-absent (:meth:`Staging.stage_replacing`)."""
+        current, checked = self._current_and_staged(branch, path)
+        self._judge(branch, path, current, if_match, if_none_match)
+        if not self.versioned.stage_replacing(branch, path, value, since, checked):
+            what = "If-None-Match" if if_none_match else "If-Match"  # another writer won
+            raise PreconditionFailedError(f"{self.name}@{branch}/{path} changed meanwhile ({what})")
 
     def _preconditions(
         self, branch: str, path: str, if_match: str | None, if_none_match: bool
     ) -> None:
-        if if_match is None and not if_none_match:
-            return
-        current = self._current(branch, path)
-        if if_none_match and current is not None:
+        if if_match is not None or if_none_match:
+            self._judge(branch, path, self._current(branch, path), if_match, if_none_match)
+
+    def _judge(
+        self, branch: str, path: str, current: FileEntry | None, if_match: str | None, none: bool
+    ) -> None:
+        if none and current is not None:
             raise PreconditionFailedError(f"{self.name}@{branch}/{path} exists (If-None-Match)")
         if if_match is not None:
             wanted = if_match.strip('"')
@@ -231,15 +254,25 @@ class FilePool(Branching):
                     f"{self.name}@{branch}/{path}: ETag does not match (If-Match)"
                 )
 
-    def stage_entry(self, branch: str, entry: FileEntry, since: int | None = None) -> FileEntry:
+    def stage_entry(
+        self,
+        branch: str,
+        entry: FileEntry,
+        since: int | None = None,
+        *,
+        if_none_match: bool = False,
+    ) -> FileEntry:
         """Stage an entry whose bytes exist already (a copy names the same blob or URI; a
         completed multipart upload its new blob). ``since`` is the gc ticket read before
         those bytes were written or read (None: the commit checks them against vacuum's
-        tombstones)."""
+        tombstones). ``if_none_match``: only if the path is absent (one writer wins)."""
         validate_path(entry.path)
         value = entry.to_value()
         FileEntry.from_value(entry.path, value)  # exactly one of object / uri
-        self.versioned.stage(branch, entry.path, value, since)
+        if not if_none_match:
+            self.versioned.stage(branch, entry.path, value, since)
+        else:
+            self._stage_if(branch, entry.path, value, since, None, True)
         if entry.object is not None:
             # no lease covers bytes written (or read) before: make sure vacuum has not
             # taken them meanwhile, else take the entry back (see core.gc.Gc.confirm)
@@ -262,10 +295,12 @@ class FilePool(Branching):
         *,
         metadata: Mapping[str, str] | None = None,
         content_type: str | None = None,
+        if_none_match: bool = False,
     ) -> FileEntry:
         """Stage ``dst_path`` on ``branch`` naming the bytes of ``src_path`` at ``src_ref``
         (any ref; a branch with its staged changes): no byte is copied. Metadata and
-        content type are the source's unless given; the mtime is now."""
+        content type are the source's unless given; the mtime is now. ``if_none_match``:
+        only if ``dst_path`` does not exist on the branch (PreconditionFailedError)."""
         validate_path(dst_path)
         self.versioned.writable_head(branch)
         ticket = self.versioned.gc.ticket()  # before reading what will be referenced again
@@ -281,7 +316,8 @@ class FilePool(Branching):
             object=src.object,
             uri=src.uri,
         )
-        return self.stage_entry(branch, entry, self.versioned.trusted_ticket(ticket, resolved))
+        since = self.versioned.trusted_ticket(ticket, resolved)
+        return self.stage_entry(branch, entry, since, if_none_match=if_none_match)
 
     def remove(self, branch: str, paths: Sequence[str]) -> list[str]:
         """Stage the removal of ``paths`` on ``branch``; those that existed, in order.
@@ -405,11 +441,17 @@ class FilePool(Branching):
 
     def _current(self, branch: str, path: str) -> FileEntry | None:
         """``path`` on ``branch`` with its staged change, or None."""
+        return self._current_and_staged(branch, path)[0]
+
+    def _current_and_staged(
+        self, branch: str, path: str
+    ) -> tuple[FileEntry | None, dict[str, Any] | None]:
+        """:meth:`_current`, and the staged value it comes from (None: none staged)."""
         staged = self.versioned.staged_doc(branch, path)
         if staged is not None:
-            return entry_of(path, staged[0])
+            return entry_of(path, staged[0]), staged[0]
         snapshot = self.versioned.commits.get(self.versioned.head(branch)).snapshot
-        return entry_of(path, self.versioned.snapshots.get(snapshot, path))
+        return entry_of(path, self.versioned.snapshots.get(snapshot, path)), None
 
     def _stat(self, path: str, resolved: Resolved, ref: str | None) -> FileEntry:
         validate_path(path)

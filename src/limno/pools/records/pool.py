@@ -133,8 +133,13 @@ class RecordPool(Branching, Indexing, Maintenance):
     ) -> snapshot_cache.ScanView:
         """A ref's :meth:`objects` with their scan plan, unified schema and key types,
         worked out once per snapshot and process (see ``snapshot_cache.ScanView``), or
-        read from the snapshot's stored plan (``snapshot_index.py``)."""
-        snapshot = self.versioned.commits.get(self.resolve(ref, as_of)).snapshot
+        read from the snapshot's stored plan (``snapshot_index.py``), or derived from an
+        ancestor snapshot's."""
+        commit = self.versioned.commits.get(self.resolve(ref, as_of))
+        snapshot = commit.snapshot
+
+        found = functools.partial(snapshot_index.ancestors, self.versioned, commit)
+        parent = functools.cache(found)  # walked once, as far as needed
 
         def planned() -> tuple[snapshot_cache.ScanView, Sequence[DataObject]]:
             found = snapshot_cache.decoded(self.versioned, self.key, snapshot)
@@ -142,7 +147,9 @@ class RecordPool(Branching, Indexing, Maintenance):
             return snapshot_cache.ScanView(objs, self.key, self.key_types), found.objects
 
         def make() -> snapshot_cache.ScanView:
-            return snapshot_index.view(self.versioned, self.key, snapshot, self.key_types, planned)
+            return snapshot_index.view(
+                self.versioned, self.key, snapshot, self.key_types, planned, parent, _clipped
+            )
 
         return snapshot_cache.scan_view(self.versioned, self.key, snapshot, make)
 

@@ -85,9 +85,10 @@ def _cache_key(versioned: Versioned, key: PoolKey, snapshot: str) -> str:
     return f"{versioned.storage.uri}/{versioned.pool_id}/{snapshot}/{key}"
 
 
-def _write_order(obj: DataObject) -> tuple[tuple[str, str], str]:
-    # a snapshot lists entries by key (the object id), and sorting is stable: ties of
-    # order_key keep id order
+def write_order(obj: DataObject) -> tuple[tuple[str, str], str]:
+    """The order of a decoded snapshot's objects (see :func:`decoded`) as a total order:
+    a snapshot lists entries by key (the object id), and sorting is stable, so ties of
+    ``order_key`` keep id order."""
     return order_key(obj), obj.id
 
 
@@ -221,7 +222,7 @@ def remember_added(
         added.append(obj)
     objs = list(base.objects)  # in write order already: the new ones go in their places
     for obj in added:
-        bisect.insort(objs, obj, key=_write_order)
+        bisect.insort(objs, obj, key=write_order)
     _snapshots.put(_cache_key(versioned, key, snapshot), DecodedSnapshot(tuple(objs), base.tree))
 
 

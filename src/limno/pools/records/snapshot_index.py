@@ -14,6 +14,15 @@ once for every later process:
 - ``<pool-id>/meta/snapshot-sidecars/<snapshot>.partitions``: ``status``'s
   partitions report (it sums over every object), written by the first ``status``.
 
+A commit changes few objects: the first reader of a new snapshot derives its
+sidecars from those of its nearest ancestor snapshot that has them (first parents,
+at most :data:`MAX_ANCESTORS` back: commits may land faster than anyone reads) and
+the entries that differ (the metaranges share every other range, so only the
+changed ranges are read): :func:`derived_table`
+(``data/plan_derive.py``) and :func:`derived_partitions`, exactly what planning or
+reporting the snapshot whole gives, or None where that cannot be made sure (then it
+is planned whole). Commits write none: the commit path pays nothing for them.
+
 Only snapshots of at least :data:`MIN_OBJECTS` objects get them: below that,
 planning costs less than writing and reading a sidecar. Each is written
 write-if-absent (two processes writing one write the same content: either wins)
@@ -33,34 +42,73 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from limno.core.committed import _LRU
 from limno.core.versioning import Versioned
+from limno.data.indexes import is_index_key
 from limno.data.keys import PoolKey
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.lazy import lazy_module
 from limno.pools.records import snapshot_cache
-from limno.pools.records.partitions import PARTITION_PREFIX, PartitionTree
+from limno.pools.records.partitions import (
+    PARTITION_PREFIX,
+    ROOT_ID,
+    PartitionTree,
+    is_partition_key,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from limno.data import plan_index
+    from limno.core.commits import Commit
+    from limno.data import objects as data_objects
+    from limno.data import plan_derive, plan_index
     from limno.data.objects import DataObject
     from limno.pools.records.pool import RecordPool
     from limno.pools.vacuum import VacuumReport
 else:
     pa = lazy_module("pyarrow")
     plan_index = lazy_module("limno.data.plan_index")
+    plan_derive = lazy_module("limno.data.plan_derive")
+    data_objects = lazy_module("limno.data.objects")
 
-__all__ = ["MIN_OBJECTS", "first_objects", "partitions", "sidecar_path", "vacuum_sidecars", "view"]
+#: how a pool reads objects under a partition tree (whole, clipped runs, or not at all)
+Clipping = Callable[[Sequence["DataObject"], PartitionTree], list["DataObject"]]
+
+__all__ = [
+    "MIN_OBJECTS",
+    "ancestors",
+    "derived_partitions",
+    "derived_table",
+    "first_objects",
+    "partitions",
+    "sidecar_path",
+    "vacuum_sidecars",
+    "view",
+    "whole_table",
+]
 
 #: where a pool's snapshot sidecars live, under the pool
 SIDECARS = "meta/snapshot-sidecars"
 #: the smallest snapshot (in stored objects) that gets sidecars
 MIN_OBJECTS = 2000
+#: most objects a commit adds or removes for its snapshot's plan to be derived from its
+#: parent's (more: planned whole)
+MAX_CHANGES = 5000
 _DIGEST = 32  # bytes of SHA-256 before the Arrow IPC file
+
+
+#: how many first-parent ancestors a new snapshot looks through for stored sidecars
+MAX_ANCESTORS = 16
+#: per big snapshot read in this process, its ancestors' snapshots (see :func:`view`):
+#: what :func:`partitions` derives a report from
+_parents = _LRU(256)
+
+
+def _cache_key(versioned: Versioned, snapshot: str) -> str:
+    return f"{versioned.storage.uri}/{versioned.pool_id}/{snapshot}"
 
 
 def sidecar_path(pool_id: str, snapshot: str, kind: str) -> str:
@@ -103,30 +151,144 @@ def view(
     snapshot: str,
     key_types: Callable[[Sequence[DataObject]], list[pa.DataType]],
     make: Callable[[], tuple[snapshot_cache.ScanView, Sequence[DataObject]]],
+    parent: Callable[[], Iterable[str]] | None = None,
+    clipped: Clipping | None = None,
 ) -> snapshot_cache.ScanView:
     """The scan view of snapshot ``snapshot``, from its stored plan when it has one;
-    else ``make()`` (the view planned from the decoded snapshot, and the snapshot's
-    stored objects in their order), whose plan is then stored when the snapshot is
-    big enough."""
+    else from the plan derived from its nearest ancestor's stored plan (``parent()``:
+    the snapshots of its commit's first-parent ancestors, nearest first, as
+    :func:`ancestors` lists them; ``clipped``: the objects as a partition
+    tree has them read) when that can be derived (:func:`derived_table`); else
+    ``make()`` (the view planned from the decoded snapshot, and the snapshot's stored
+    objects in their order). A plan derived or made is stored when the snapshot is big
+    enough."""
     path = sidecar_path(versioned.pool_id, snapshot, "plan")
     big = _big(versioned, snapshot)
+    if big and parent is not None:
+        _parents.put(_cache_key(versioned, snapshot), parent)
     body, present = _read(versioned, path) if big else (None, False)
     if body is not None:
         with contextlib.suppress(CorruptError, KeyError, ValueError, TypeError):
             stored = plan_index.StoredPlan(body, key)
             if stored.metadata["key"] == str(key):
                 return snapshot_cache.ScanView.stored(stored, key, key_types)
+    if big and parent is not None and clipped is not None:
+        table = derived_table(versioned, key, parent(), snapshot, clipped)
+        if table is not None:
+            data = plan_index.plan_ipc(table)
+            _write(versioned, path, data, replace=present)
+            stored = plan_index.StoredPlan(data, key)
+            return snapshot_cache.ScanView.stored(stored, key, key_types)
     made, objects = make()
     if big:
-        read = {o.id for o in made.objects}
-        table = plan_index.plan_table(
-            made.plan,
-            {o.id: i for i, o in enumerate(objects)},
-            [o for o in objects if o.id not in read],
-            {"key": str(key), "stored_objects": str(len(objects))},
-        )
+        table = whole_table(key, made, objects)
         _write(versioned, path, plan_index.plan_ipc(table), replace=present)
     return made
+
+
+def whole_table(
+    key: PoolKey, made: snapshot_cache.ScanView, objects: Sequence[DataObject]
+) -> pa.Table:
+    """The plan table of a view planned from a decoded snapshot (``objects``: its
+    stored objects in their order)."""
+    read = {o.id for o in made.objects}
+    return plan_index.plan_table(
+        made.plan,
+        {o.id: i for i, o in enumerate(objects)},
+        [o for o in objects if o.id not in read],
+        {"key": str(key), "stored_objects": str(len(objects))},
+    )
+
+
+def ancestors(versioned: Versioned, commit: Commit) -> Iterable[str]:
+    """The snapshots of ``commit``'s first-parent ancestors, nearest first, at most
+    :data:`MAX_ANCESTORS`: each commit read when a walk first reaches it, once (the
+    plan and the partitions report walk the same ancestors, as far as each needs)."""
+
+    def walk() -> Iterator[str]:
+        at = commit
+        for _ in range(MAX_ANCESTORS):
+            if not at.parents:
+                return
+            at = versioned.commits.get(at.parents[0])
+            yield at.snapshot
+
+    return _Remembered(walk())
+
+
+class _Remembered(Iterable[str]):
+    """An iterator's items, iterable again and again; each item drawn once, when an
+    iteration first reaches it."""
+
+    def __init__(self, items: Iterator[str]) -> None:
+        self._items = items
+        self._seen: list[str] = []
+
+    def __iter__(self) -> Iterator[str]:
+        i = 0
+        while True:
+            if i == len(self._seen):
+                item = next(self._items, None)
+                if item is None:
+                    return
+                self._seen.append(item)
+            yield self._seen[i]
+            i += 1
+
+
+def _nearest(
+    versioned: Versioned, snapshots: Iterable[str], kind: str
+) -> tuple[str, memoryview] | None:
+    """The first of ``snapshots`` with a sound stored sidecar ``kind``, and its body."""
+    for snapshot in snapshots:
+        body, _ = _read(versioned, sidecar_path(versioned.pool_id, snapshot, kind))
+        if body is not None:
+            return snapshot, body
+    return None
+
+
+def derived_table(
+    versioned: Versioned, key: PoolKey, bases: Iterable[str], snapshot: str, clipped: Clipping
+) -> pa.Table | None:
+    """Snapshot ``snapshot``'s plan table derived from the stored plan of the first of
+    snapshots ``bases`` that has one (an ancestor's) and the entries that differ
+    between them (only the ranges they do not share are read: see
+    ``Snapshots.diff``), or None where it cannot be: no stored plan among ``bases``,
+    another pool key, a partition changed (every object's clip may change), more than
+    :data:`MAX_CHANGES` objects changed, or what ``plan_derive.derive`` refuses."""
+    found = _nearest(versioned, bases, "plan")
+    if found is None:
+        return None
+    parent, body = found
+    try:
+        base = plan_index.StoredPlan(body, key)
+        if base.metadata["key"] != str(key):
+            return None
+        removed: list[str] = []
+        added: list[DataObject] = []
+        for k, old, new in versioned.snapshots.diff(parent, snapshot):
+            if is_partition_key(k):
+                return None
+            if is_index_key(k):
+                continue
+            if old is not None:
+                removed.append(k)
+            if new is not None:
+                added.append(data_objects.DataObject.from_json(new, k))
+            if len(removed) + len(added) > MAX_CHANGES:
+                return None
+        entries = versioned.snapshots.entries_from(snapshot, PARTITION_PREFIX)
+        tree = PartitionTree.from_entries(entries, key)
+        count = int(base.metadata["stored_objects"]) - len(removed) + len(added)
+        return plan_derive.derive(
+            base,
+            removed,
+            [(o, clipped([o], tree)) for o in added],
+            snapshot_cache.write_order,
+            {"key": str(key), "stored_objects": str(count)},
+        )
+    except (CorruptError, KeyError, ValueError, TypeError):
+        return None
 
 
 def first_objects(
@@ -146,18 +308,76 @@ def first_objects(
 
 
 def partitions(versioned: Versioned, snapshot: str, make: Callable[[], pa.Table]) -> pa.Table:
-    """Snapshot ``snapshot``'s partitions report: stored, else ``make()`` (then stored,
-    for a snapshot of :data:`MIN_OBJECTS` entries or more)."""
+    """Snapshot ``snapshot``'s partitions report: stored, else derived from its nearest
+    ancestor's stored one (:func:`derived_partitions`; the ancestors as :func:`view`
+    last learnt them in this process), else ``make()`` (stored when derived or made, for a
+    snapshot of :data:`MIN_OBJECTS` entries or more)."""
     path = sidecar_path(versioned.pool_id, snapshot, "partitions")
     big = _big(versioned, snapshot)
     body, present = _read(versioned, path) if big else (None, False)
     if body is not None:
-        with contextlib.suppress(pa.ArrowException, ValueError):
-            return pa.ipc.open_file(pa.py_buffer(body)).read_all()
-    made = make()
+        report = _report(body)
+        if report is not None:
+            return report
+    parent = _parents.get(_cache_key(versioned, snapshot)) if big else None
+    made = None if parent is None else derived_partitions(versioned, parent(), snapshot)
+    made = make() if made is None else made
     if big:
         _write(versioned, path, plan_index.to_ipc(made), replace=present)
     return made
+
+
+def _report(body: memoryview) -> pa.Table | None:
+    """A stored partitions report, or None when it is not one."""
+    try:
+        return pa.ipc.open_file(pa.py_buffer(body)).read_all()
+    except (pa.ArrowException, ValueError):
+        return None
+
+
+def derived_partitions(
+    versioned: Versioned, bases: Iterable[str], snapshot: str
+) -> pa.Table | None:
+    """Snapshot ``snapshot``'s partitions report from the stored one of the first of
+    snapshots ``bases`` that has one (an ancestor's) and the entries that differ, for a
+    pool without partitions (one leaf, every object in it whole: the report's rows and
+    objects are sums of whole numbers, the same in any order); None otherwise (a
+    partition tree: estimated shares of objects straddling leaves are fractions, whose
+    sum depends on its order), with no stored report among ``bases``, or more than
+    :data:`MAX_CHANGES` changes."""
+    found = _nearest(versioned, bases, "partitions")
+    if found is None:
+        return None
+    parent, body = found
+    report = _report(body)
+    if report is None or report.num_rows != 1 or report.column("id")[0].as_py() != ROOT_ID:
+        return None
+    if any(
+        is_partition_key(k) for k, _ in versioned.snapshots.entries_from(snapshot, PARTITION_PREFIX)
+    ):
+        return None
+    rows = objects = changes = 0
+    try:
+        for k, old, new in versioned.snapshots.diff(parent, snapshot):
+            if is_index_key(k):
+                continue
+            changes += 1
+            if is_partition_key(k) or changes > MAX_CHANGES:
+                return None
+            for value, sign in ((old, -1), (new, 1)):
+                obj = None if value is None else data_objects.DataObject.from_json(value, k)
+                if obj is not None and (obj.keyless or None not in (obj.min_key, obj.max_key)):
+                    rows += sign * obj.rows
+                    objects += sign
+        names = report.column_names
+        total_rows = report.column("rows")[0].as_py() + rows
+        total_objects = report.column("objects")[0].as_py() + objects
+    except (CorruptError, KeyError, TypeError, ValueError):
+        return None
+    report = report.set_column(names.index("rows"), "rows", pa.array([total_rows], pa.int64()))
+    return report.set_column(
+        names.index("objects"), "objects", pa.array([total_objects], pa.int64())
+    )
 
 
 def vacuum_sidecars(

@@ -12,7 +12,7 @@ from limno.api import wire, wire_objects, wire_ranges
 from limno.api.base import Engine
 from limno.server import parquet_objects
 from limno.server.ahead import read_ahead
-from limno.server.authorization import author_of
+from limno.server.authorization import author_of, check_spark_settings
 from limno.server.deps import ok, pool_of, stream_tables
 from limno.server.formats import ARROW, MEDIA_TYPES, accepts, choose, whole
 from limno.server.guard import Body
@@ -109,6 +109,7 @@ async def load(
     author = author_of(request, author)  # before the body is read: 403 changes nothing
     meta_doc = query_json(meta, "meta")
     conf = query_json(spark_conf, "spark_conf")
+    check_spark_settings(request, spark_master, conf)
     async with spooled(request, parts, name) as sources:
 
         def run() -> dict[str, Any]:  # the pool looked up here too: one thread hop

@@ -11,8 +11,7 @@ from fastapi.responses import StreamingResponse
 from limno.api import wire
 from limno.api.base import Engine
 from limno.engines.query_limits import QueryLimits
-from limno.errors import ForbiddenError
-from limno.server.authorization import readable_of, user_of, visible
+from limno.server.authorization import check_spark_settings, readable_of, visible
 from limno.server.deps import lake_of, stream_tables
 from limno.server.formats import MEDIA_TYPES
 from limno.server.guard import Body
@@ -61,12 +60,7 @@ def query(
     server's limits, which the body's ``limits`` or the query parameters may lower
     (never raise). ``safe`` in the body is accepted and ignored."""
     asked = wire.limits_from_json(body.limits) or QueryLimits()
-    user = user_of(request)
-    if (body.spark_master or body.spark_conf) and user is not None and user.role != "admin":
-        raise ForbiddenError(
-            f"user {user.name!r} ({user.role}) may not set Spark's master or configuration:"
-            " the server decides them"
-        )
+    check_spark_settings(request, body.spark_master, body.spark_conf)
     table = run_sql(
         request,
         body.sql,
