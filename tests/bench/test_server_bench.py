@@ -41,6 +41,9 @@ def test_server_bench_smoke(tmp_path: Path) -> None:
         "server_scan",
         "server_scan_ipc",
         "server_get_p50",
+        "server_commit_cpu",
+        "server_scan_ipc_cpu",
+        "server_get_cpu",
     }
     for name, higher in (
         ("server_small_commits", True),
@@ -48,6 +51,9 @@ def test_server_bench_smoke(tmp_path: Path) -> None:
         ("server_scan", True),
         ("server_scan_ipc", True),
         ("server_get_p50", False),
+        ("server_commit_cpu", False),
+        ("server_scan_ipc_cpu", False),
+        ("server_get_cpu", False),
     ):
         r = results[name]
         assert r["higher_is_better"] is higher, r

@@ -71,6 +71,10 @@ def test_a_jvm_started_elsewhere_gets_the_jars_shipped(monkeypatch: pytest.Monke
     own = {**conf, "spark.driver.extraClassPath": "/opt/mine.jar"}
     assert _session._jars_for_jvm(own) == own  # a caller's class path is left alone
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    from pyspark import SparkContext
+
+    # (another test of this worker process may have started a JVM: as if none had)
+    monkeypatch.setattr(SparkContext, "_gateway", None)
     assert _session._jars_for_jvm(conf) == conf  # a JVM yet to start takes the class path
 
 

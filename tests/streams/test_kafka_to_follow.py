@@ -121,3 +121,37 @@ def test_sigkill_and_sigterm_mid_run_exactly_once(
                "--source-topic", SOURCE, "--bootstrap", kafka.bootstrap)  # fmt: skip
     assert again.text.strip() == "0"
     assert "Traceback" not in err.read_text()
+
+
+def test_a_partition_added_to_the_topic_is_produced_whole(
+    lake: str, kafka: Broker, topics: Topics, tmp_path: Path
+) -> None:
+    """Once the resume points are known a run reads from the lowest one on; a partition
+    added to the topic meanwhile has records below it, and they are produced too."""
+    from confluent_kafka.admin import NewPartitions
+
+    target = topics.create(partitions=1)
+    handle = Lake.open(lake)
+    pool = handle.create_pool(POOL, "kafka.offset")
+
+    def load(partition: int, offsets: range) -> None:
+        rows = [{"kafka": {"topic": SOURCE, "partition": partition, "offset": o},
+                 "key": f"k{partition}-{o}", "value": {"n": o}} for o in offsets]  # fmt: skip
+        pool.load([pa.Table.from_pylist(rows)])
+
+    load(0, range(10))
+    err = tmp_path / "err.txt"
+    with following(lake, kafka, target, err) as proc:
+        assert proc.stdout is not None
+        assert read_line(proc.stdout) == "10"
+        load(0, range(10, 12))
+        assert read_line(proc.stdout) == "2"  # read from offset 10 on
+        for future in topics.admin.create_partitions([NewPartitions(target, 2)]).values():
+            future.result(DEFAULT_TIMEOUT)
+        load(1, range(5))  # offsets 0-4: below partition 0's resume point
+        assert read_line(proc.stdout) == "5"
+        proc.terminate()
+        assert proc.wait(DEFAULT_TIMEOUT) == 0
+    want = Counter([(0, o) for o in range(12)] + [(1, o) for o in range(5)])
+    assert produced(topics, target) == want
+    assert "Traceback" not in err.read_text()

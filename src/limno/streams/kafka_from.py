@@ -49,7 +49,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from limno.errors import (
     ConflictError,
@@ -154,7 +161,7 @@ def create_pool(lake: Lake, name: str, topics: int, log: Callable[[str], None]) 
         return lake.create_pool(name, key)
 
 
-def partitions_of(consumer: Consumer, topic: str, bootstrap: str) -> list[int]:
+def partitions_of(consumer: Consumer | Producer, topic: str, bootstrap: str) -> list[int]:
     """The partition numbers of ``topic`` (NotFoundError: no such topic)."""
     try:
         metadata = consumer.list_topics(topic, timeout=_METADATA_TIMEOUT)

@@ -393,6 +393,10 @@ class _Session:
         if err is not None:
             self.failed.append(err.str())
 
+    def _partitions(self) -> list[int]:
+        """The topic's partitions now (metadata through the producer's connection)."""
+        return partitions_of(self.producer, self.opts.topic, self.opts.bootstrap)
+
     def _points(self, needed: set[int]) -> dict[int, int]:
         """The resume points, read from the topic when not known or when the records
         are of partitions not seen (the topic may have grown)."""
@@ -407,6 +411,10 @@ class _Session:
 
     def run(self) -> int:
         opts = self.opts
+        if self.resume is not None and len(self._partitions()) != len(self.resume):
+            # the topic grew: its new partitions' records may lie below every known
+            # resume point, so this run reads whole and where each stands again
+            self.resume = None
         table = _records(self.lake, opts, self.resume)
         resume = self._points(set(pc.unique(table.column("__p")).to_pylist()))
         produced = 0
