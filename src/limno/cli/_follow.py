@@ -15,6 +15,7 @@ import click
 
 from limno.cli._context import DURATION
 from limno.errors import InvalidInputError
+from limno.streams.follow import DEFAULT_INTERVAL
 
 __all__ = ["FollowArgs", "err_line", "follow_options", "print_line", "stop_on_signals"]
 
@@ -59,7 +60,9 @@ class FollowArgs:
             raise InvalidInputError("--exit-after and --interval need --follow")
         self.on = follow
         self.exit_after = None if exit_after is None else exit_after.total_seconds()
-        self.interval = 0.2 if interval is None else max(0.01, interval.total_seconds())
+        self.interval = (
+            DEFAULT_INTERVAL if interval is None else max(0.01, interval.total_seconds())
+        )
 
 
 def follow_options(what: str) -> Callable[[F], F]:
