@@ -368,7 +368,7 @@ class _Limno:
         )
         etl = [LIMNO, "etl", "--engine", "local", str(CONFIG)]
         to = [LIMNO, "kafka", "to", "--pool", "Staging", "--topic", "NewInvoices"]
-        to += ["--source-topic", "NewInvoices", "--format", "connect"]
+        to += ["--source-topic", "NewInvoices", "--format", "connect", "--key-format", "connect"]
         self.loops = bool(os.environ.get("LIMNO_CDC_LAG_LOOPS"))
         self.etl: _Follower | _Looped
         self.to: _Follower | _Looped

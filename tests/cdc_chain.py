@@ -5,7 +5,7 @@ tests/cdc/test_cdc_chain.py and of ``make cdc-demo`` (``python tests/cdc_chain.p
       -> Debezium PostgreSQL source (Kafka Connect) -> topics Invoices, InvoiceStatus
       -> limno kafka from --format connect            -> pool Raw
       -> limno etl examples/cdc/invoices.yaml        -> pool Staging (topic NewInvoices)
-      -> limno kafka to --format connect             -> topic NewInvoices
+      -> limno kafka to --format connect --key-format connect -> topic NewInvoices
       -> Debezium JDBC sink (Kafka Connect)          -> PostgreSQL table "NewInvoices"
 
 The sink table must end equal to the denormalized join of the source tables
@@ -55,14 +55,13 @@ SOURCE_TABLES = """
 CREATE TABLE "Invoices" ("ID" bigint PRIMARY KEY, customer text, item text);
 CREATE TABLE "InvoiceStatus" ("ID" bigint PRIMARY KEY, "InvoiceID" bigint, status text);
 """
-#: the sink's table, made before the sink starts: keyed on the record's key as text
-#: (see :func:`sink_connector`); an update keeps what a null would replace
+#: the sink's table, made before the sink starts: keyed on the field of the record's
+#: struct key (see :func:`sink_connector`); an update keeps what a null would replace
 SINK_TABLE = """
-CREATE TABLE "NewInvoices" (key text PRIMARY KEY, "ID" bigint, customer text, item text,
+CREATE TABLE "NewInvoices" ("ID" bigint PRIMARY KEY, customer text, item text,
                             invoice_status text);
 CREATE FUNCTION keep_unset() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  NEW."ID" := COALESCE(NEW."ID", OLD."ID");
   NEW.customer := COALESCE(NEW.customer, OLD.customer);
   NEW.item := COALESCE(NEW.item, OLD.item);
   NEW.invoice_status := COALESCE(NEW.invoice_status, OLD.invoice_status);
@@ -130,13 +129,13 @@ def source_connector(pg: Postgres) -> dict[str, str]:
 
 
 def sink_connector(pg: Postgres) -> dict[str, str]:
-    """Debezium's JDBC sink: NewInvoices upserted by its key, a tombstone deletes.
+    """Debezium's JDBC sink: NewInvoices upserted by its key, a tombstone deletes the
+    key's row (``delete.enabled`` needs ``primary.key.mode=record_key``).
 
-    The key is taken as text (StringConverter), made a struct of one field (HoistField:
-    the sink takes its primary key from a struct) into the column ``key``: ``limno
-    etl`` keeps a record's key as its JSON text (``{"ID":100}``), which ``kafka to``
-    sends as that text, not as a Connect envelope; the text is the same for the same
-    invoice whichever rule made it, and would stay so were keys sent as envelopes."""
+    The key is a Connect struct (the worker's JsonConverter with schemas): ``limno
+    etl`` keeps a record's key as its JSON text (``{"ID":100}``), which ``kafka to
+    --key-format connect`` sends as a struct envelope; the sink's primary key is the
+    struct's fields (``ID``)."""
     return {
         "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
         "tasks.max": "1",
@@ -146,12 +145,7 @@ def sink_connector(pg: Postgres) -> dict[str, str]:
         "connection.password": "",
         "insert.mode": "upsert",
         "delete.enabled": "true",
-        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "primary.key.mode": "record_key",
-        "primary.key.fields": "key",
-        "transforms": "hoist",
-        "transforms.hoist.type": "org.apache.kafka.connect.transforms.HoistField$Key",
-        "transforms.hoist.field": "key",
         # Raw holds both tables' events in one schema: an invoice's `after` has the
         # status table's fields too (null), columns the sink adds to its table
         "schema.evolution": "basic",
@@ -331,6 +325,8 @@ def _to_args() -> list[str]:
         "--source-topic",
         "NewInvoices",
         "--format",
+        "connect",
+        "--key-format",
         "connect",
     ]
 

@@ -263,6 +263,20 @@ def not_heartbeats(thread: str) -> bool:
 
 
 # -- the walk -------------------------------------------------------------------------
+def faulted_outcome(act: Callable[[], object], fault: str, where: str) -> str:
+    """Run ``act`` with a fault rule set: "ok", "failed" (a LimnoError: only a ``fail``
+    may cause one) or "crashed" (:class:`Crash`: only a crash may)."""
+    try:
+        act()
+    except LimnoError as e:
+        assert fault == "fail", f"{where}: raised {e!r}"
+        return "failed"
+    except Crash:
+        assert fault != "fail", f"{where}: crashed"
+        return "crashed"
+    return "ok"
+
+
 def run_faulted(place: Place, t: Template, k: int, fault: str) -> tuple[str, str]:
     """Run the operation on a fresh copy with ``fault`` at its k-th storage call; the
     copy's URI and how the operation ended."""

@@ -1,7 +1,9 @@
 """Postgres -> Debezium -> Kafka -> limno kafka from -> limno etl -> limno kafka to ->
 Debezium JDBC sink -> Postgres, with real parts (tests/cdc_chain.py): after each round
 of inserts, updates and deletes the sink table equals the join of the source tables,
-also when ``kafka from`` and ``etl`` are killed mid-run and run again."""
+also when ``kafka from`` and ``etl`` are killed mid-run and run again. The sink keys
+its table on the record key, a Connect struct (``kafka to --key-format connect``), and
+deletes the row of a tombstone's key."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def test_chain_end_to_end_with_kills(cdc: Chain) -> None:
     again = cdc.etl()  # a rerun with no new input adds nothing
     assert again == cdc.count("Staging", "NewInvoices")
     cdc.kafka_to()
-    rows = cdc.sink()
+    rows = cdc.sink()  # invoice 100 deleted at the source: its row deleted by its key
     assert rows == [
         (101, "Bobby", "burrito", "paid"),
         (102, "Carol", "salad", "shipped"),

@@ -3,14 +3,16 @@
 ``is_sorted`` decides, batch by batch, whether a load's input still streams in key
 order; it must say exactly what ``sort_order`` would (None: already in order) without
 sorting. And the encoder writes an ascending integer or temporal column (a pool key
-such as TPC-H ``l_orderkey``) without a dictionary: the values read back the same,
-and columns whose values repeat in no order keep theirs.
+such as TPC-H ``l_orderkey``) delta-encoded, without a dictionary: the values read
+back the same in pyarrow and in DuckDB (every width, nulls, steps that overflow), and
+columns whose values repeat in no order keep theirs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -18,10 +20,12 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from limno.api.local import LocalLake as Lake
 from limno.data import writer as _writer
 from limno.data.keys import PoolKey
 from limno.data.objects import data_path
 from limno.data.sort import is_sorted, sort_order
+from limno.pools.records.sql_source import snapshot_source
 from limno.storage import open_storage
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -57,7 +61,7 @@ def test_is_sorted_says_what_sort_order_says(key_text: str, rows: list[tuple[Any
     assert is_sorted(table, key, key.key_table(table)) == is_sorted(table, key)
 
 
-def test_ascending_integer_and_date_columns_are_stored_without_a_dictionary() -> None:
+def test_ascending_integer_and_date_columns_are_delta_encoded() -> None:
     n = 40_000
     table = pa.table(
         {
@@ -73,10 +77,54 @@ def test_ascending_integer_and_date_columns_are_stored_without_a_dictionary() ->
     raw = store.get(data_path("pool", objs[0].id))
     pf = pq.ParquetFile(pa.BufferReader(raw))
     columns = pf.metadata.row_group(0)
-    dictionary = {
-        columns.column(i).path_in_schema: columns.column(i).has_dictionary_page
+    encodings = {
+        columns.column(i).path_in_schema: columns.column(i).encodings
         for i in range(columns.num_columns)
     }
-    assert dictionary == {"k": False, "day": False, "flag": True, "qty": True}
+    assert {name: "RLE_DICTIONARY" in e for name, e in encodings.items()} == {
+        "k": False,
+        "day": False,
+        "flag": True,
+        "qty": True,
+    }
+    assert {name: "DELTA_BINARY_PACKED" in e for name, e in encodings.items()} == {
+        "k": True,
+        "day": True,
+        "flag": False,
+        "qty": False,
+    }
     assert pf.read().equals(table)
     assert (objs[0].min_key, objs[0].max_key) == ((0,), ((n - 1) // 4,))
+
+
+def test_delta_encoded_columns_read_back_in_pyarrow_and_duckdb(tmp_path: Path) -> None:
+    n = 20_000
+    top = 2**64 - 1
+    table = pa.table(
+        {
+            "k": pa.array(range(n), pa.int64()),
+            # steps of 2**63 and more: the encoder's deltas wrap around
+            "wide": pa.array([-(2**63)] * 5000 + [0] * 5000 + [2**63 - 1] * (n - 10_000)),
+            "u": pa.array([None if i % 9 == 0 else top - n + i for i in range(n)], pa.uint64()),
+            "tiny": pa.array([-128 + i * 255 // n for i in range(n)], pa.int8()),
+            "at": pa.array(
+                [
+                    dt.datetime(2020, 1, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=i)
+                    for i in range(n)
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "day": pa.array([dt.date(1969, 12, 1) + dt.timedelta(days=i // 100) for i in range(n)]),
+        }
+    )
+    lake = Lake.init(str(tmp_path / "lake"))
+    lake.create_pool("t", key="k").load([table])
+    (path,) = snapshot_source(lake.pool("t")).files
+    pf = pq.ParquetFile(path)
+    columns = pf.metadata.row_group(0)
+    assert all(
+        "DELTA_BINARY_PACKED" in columns.column(i).encodings for i in range(columns.num_columns)
+    )
+    assert pf.read().equals(table)
+    # DuckDB names UTC "Etc/UTC": the same instants
+    assert lake.query("SELECT * FROM t ORDER BY k").cast(table.schema).equals(table)

@@ -119,26 +119,35 @@ class Gateway:
         self.clients.clear()
 
 
-def new_gateway(root: Path, *args: str, workers: int | None = 1, tls: bool = False) -> Gateway:
+def new_gateway(
+    root: Path,
+    *args: str,
+    workers: int | None = 1,
+    tls: bool = False,
+    env: dict[str, str] | None = None,
+) -> Gateway:
     """A new lake at ``root/lake`` served with the gateway (``args``: more serve options;
-    ``tls``: HTTPS with a certificate made here)."""
+    ``tls``: HTTPS with a certificate made here; ``env``: more of the server's environment,
+    ``LIMNO_FAULTS`` say)."""
     lake = str(root / "lake")
     Lake.init(lake)
     ca = None
     if tls:
         ca, key = self_signed(root)
         args = (*args, "--tls-cert", ca, "--tls-key", key)
-    served = start_server(lake, "--s3-port", "0", *args, workers=workers)
+    served = start_server(lake, "--s3-port", "0", *args, workers=workers, env=env)
     assert served.s3_url, served.lines
     return Gateway(served, ca)
 
 
 @contextlib.contextmanager
-def running_gateway(root: Path, *args: str, tls: bool = False) -> Iterator[Gateway]:
+def running_gateway(
+    root: Path, *args: str, tls: bool = False, env: dict[str, str] | None = None
+) -> Iterator[Gateway]:
     """:func:`new_gateway` for a ``with``: at the end, exit code 0 and no traceback
     logged (every failure was an S3 error answer; an internal error a client retried
     past would hide in the log)."""
-    made = new_gateway(root, *args, tls=tls)
+    made = new_gateway(root, *args, tls=tls, env=env)
     try:
         yield made
     finally:

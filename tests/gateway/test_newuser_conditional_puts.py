@@ -3,7 +3,7 @@ path interleave: a create-only one (``If-None-Match: *``, S3's conditional put, 
 delta-rs uses to commit each table version and obstore's ``mode="create"`` sends), and an
 ``If-Match`` one (obstore's ``mode="update"``). The gateway's PutObject calls
 ``FilePool.put(..., if_none_match=True / if_match=ETAG)`` (CopyObject ``copy`` and
-CompleteMultipartUpload ``Multipart.complete`` take the same flag), so the pool is paused
+CompleteMultipartUpload ``Multipart.complete`` take the same flags), so the pool is paused
 before each of one writer's storage calls while a second writer writes the same path on
 the same condition, then resumed. Before, both could be told "written" (the check and the
 stage were two steps) and one write was lost: a Delta commit silently overwritten."""
@@ -62,12 +62,15 @@ def _first(pool: FilePool, op: str, path: str) -> Callable[[], object]:
     if op == "update":  # If-Match: the ETag read before (obstore's mode="update")
         etag = _etag(pool, path)
         return functools.partial(pool.put, "main", path, b"first", if_match=etag)
-    if op == "copy":  # CopyObject with If-None-Match: *
-        return functools.partial(pool.copy, "main", "src", "main", path, if_none_match=True)
-    multipart = Multipart(pool)  # CompleteMultipartUpload with If-None-Match: *
+    condition: dict[str, Any] = {"if_none_match": True}
+    if op.endswith("-update"):  # the same with If-Match: the ETag read before
+        condition = {"if_match": _etag(pool, path)}
+    if op.startswith("copy"):  # CopyObject
+        return functools.partial(pool.copy, "main", "src", "main", path, **condition)
+    multipart = Multipart(pool)  # CompleteMultipartUpload
     upload = multipart.create("main", path)
     etag = multipart.upload_part(upload, 1, b"first").etag
-    return functools.partial(multipart.complete, upload, [(1, etag)], if_none_match=True)
+    return functools.partial(multipart.complete, upload, [(1, etag)], **condition)
 
 
 @pytest.mark.parametrize(
@@ -79,15 +82,18 @@ def _first(pool: FilePool, op: str, path: str) -> Callable[[], object]:
         ("complete", "gone"),
         ("update", "upd"),
         ("update", "staged"),
+        ("copy-update", "upd"),
+        ("copy-update", "staged"),
+        ("complete-update", "staged"),
     ],
 )
 def test_create_only_writes_of_one_path_have_one_winner(tmp_path: Path, op: str, path: str) -> None:
     interleavings = 0
     for k in range(1, 100):
         store, pool = _pool(tmp_path / str(k))
-        if op == "update" and path == "staged":
+        if op.endswith("update") and path == "staged":
             pool.put("main", path, b"staged before")
-        etag_before = _etag(pool, path) if op == "update" else ""
+        etag_before = _etag(pool, path) if op.endswith("update") else ""
         write = _first(pool, op, path)
         pause = Pause(k, _writer)
         store.observer = pause
@@ -99,7 +105,7 @@ def test_create_only_writes_of_one_path_have_one_winner(tmp_path: Path, op: str,
             break
         # this (main) thread is never paused; it writes on the same condition
         condition: dict[str, Any] = {"if_none_match": True}
-        if op == "update":
+        if op.endswith("update"):
             condition = {"if_match": etag_before}
         second = _created(functools.partial(pool.put, "main", path, b"second", **condition))
         pause.resume.set()

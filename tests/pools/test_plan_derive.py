@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -237,3 +238,31 @@ def test_each_commit_derives_its_plan_and_report(
     for n in range(3):  # commits no one reads: the next reader derives from 3 back
         _commits(pool, [("load", 60 + n)])
     assert _check_head(pool, monkeypatch) == (True, not split)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 30).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.sets(st.integers(0, max(n - 1, 0))),
+            st.lists(st.integers(0, n), max_size=6),
+        )
+    )
+)
+def test_clusters_renumbered_as_sorting_their_places_does(
+    case: tuple[int, set[int], list[int]],
+) -> None:
+    """The numpy renumbering of clusters (a pool may have a cluster an object) is what
+    sorting every cluster's place gives: a replanned cluster before the parent's
+    cluster it was placed at, untouched ones in their order, the dirty ones gone."""
+    count, dirty, at = case
+    dirty = {d for d in dirty if d < count}
+    at = sorted(at)
+    mapping, replanned = plan_derive._renumbered(count, dirty, np.array(at, np.int64))
+    places = sorted(
+        [(i, -1, c) for c, i in enumerate(at)] + [(i, 0, i) for i in range(count) if i not in dirty]
+    )
+    number = {(kind, c): n for n, (_, kind, c) in enumerate(places)}
+    assert mapping.tolist() == [number.get((0, c), -1) for c in range(count)]
+    assert replanned.tolist() == [number[(-1, c)] for c in range(len(at))]

@@ -62,6 +62,8 @@ def test_puts_reads_and_ranges(pool: FilePool, tmp_path: Path) -> None:
         pool.put("main", "a.bin", b"x", if_none_match=True)
     with pytest.raises(limno.InvalidInputError):
         pool.put("main", "big", b"x" * 100, max_size=10)
+    with pytest.raises(limno.InvalidInputError, match=r"^max_size must be 0 or more .*not -1$"):
+        pool.put("main", "big", b"x", max_size=-1)  # was "too large: more than -1 bytes"
     with pytest.raises(limno.NotFoundError):
         pool.stat("big")
 

@@ -126,6 +126,18 @@ def test_avro_from_serializer_and_back(
         ctx = SerializationContext(target, MessageField.VALUE)
         back = [deserialize(m["value"], ctx) for m in topics.messages(target)]
     assert back == [{**v, "qty": v.get("qty")} for v in sent]
+    assert topics.messages(target)[0]["key"] == b'{"id":0}'  # by default: its JSON text
+
+    # --key-format avro: the keys in the wire format too, their schema as TOPIC-key
+    keyed = topics.create()
+    ok("--lake", lake, "kafka", "to", "--pool", "orders", "--topic", keyed, "--format", "avro",
+       "--key-format", "avro", "--bootstrap", kafka.bootstrap)  # fmt: skip
+    with registry_client(server) as sr:
+        assert sr.get_latest_version(f"{keyed}-key").schema_id > 0
+        deserialize = AvroDeserializer(sr)
+        ctx = SerializationContext(keyed, MessageField.KEY)
+        keys = [deserialize(m["key"], ctx) for m in topics.messages(keyed)]
+    assert keys == [{"id": i} for i in range(6)]
 
 
 def test_bad_avro_fails_the_batch(lake: str, kafka: Broker, topics: Topics) -> None:

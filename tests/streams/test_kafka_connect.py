@@ -201,3 +201,53 @@ def test_bad_envelope_fails_the_batch(
         "--format", "connect", "--bootstrap", kafka.bootstrap, *FAST,
     )  # fmt: skip
     assert error_line(r).startswith(f"error: kafka topic {topic} partition 0 offset 1: {reason}")
+
+
+def test_key_format_connect_makes_text_keys_structs(
+    lake_path: str, kafka: Broker, topics: Topics
+) -> None:
+    """``limno etl`` keeps a struct key as its JSON text; ``--key-format connect`` sends
+    it as a Connect struct envelope (what the JDBC sink's record_key mode needs), a
+    tombstone's key too; without it the key goes as its text, as before."""
+    lake = init_lake(lake_path)
+    source, text, typed = topics.create(), topics.create(), topics.create()
+    keys = ['{"ID": 100}', '{"ID": 101}', '{"ID": 100}']
+    topics.produce(source, [{"n": 1}, {"n": 2}, None], keys=lambda i: keys[i])
+    ok("--lake", lake, "kafka", "from", "--topic", source, "--pool", "staged",
+       "--bootstrap", kafka.bootstrap, *FAST)  # fmt: skip
+    to = ("--lake", lake, "kafka", "to", "--pool", "staged", "--format", "connect")
+    ok(*to, "--topic", text, "--bootstrap", kafka.bootstrap)
+    assert [m["key"] for m in topics.messages(text)] == [k.encode() for k in keys]
+    ok(*to, "--topic", typed, "--key-format", "connect", "--bootstrap", kafka.bootstrap)
+    written = topics.messages(typed)
+    schema = {"type": "struct", "optional": True,
+              "fields": [{"type": "int64", "optional": True, "field": "ID"}]}  # fmt: skip
+    assert [json.loads(m["key"]) for m in written] == [
+        {"schema": schema, "payload": {"ID": i}} for i in (100, 101, 100)
+    ]
+    assert written[2]["value"] is None  # the tombstone, keyed like the others
+    sync(lake, kafka, typed, "back")
+    assert scan(lake, "back").column("key").to_pylist() == [{"ID": 100}, {"ID": 101}, {"ID": 100}]
+
+
+def test_key_format_refuses_keys_it_cannot_type(
+    lake_path: str, kafka: Broker, topics: Topics
+) -> None:
+    """Keys of one run that mix JSON objects and other text, or a key that starts like
+    an object but is not JSON: one error line naming the record, nothing produced."""
+    lake = init_lake(lake_path)
+    for bad, reason in [
+        ("plain", "its key 'plain' is not a JSON object or array, as other keys of the run are"),
+        ('{"ID": ', "its key: invalid JSON"),
+    ]:
+        source, target = topics.create(), topics.create()
+        topics.produce(source, [{"n": 1}, {"n": 2}], keys=['{"ID": 1}', bad].__getitem__)
+        pool = f"p{len(bad)}"
+        ok("--lake", lake, "kafka", "from", "--topic", source, "--pool", pool,
+           "--bootstrap", kafka.bootstrap, *FAST)  # fmt: skip
+        r = fail("--lake", lake, "kafka", "to", "--pool", pool, "--topic", target,
+                 "--key-format", "connect", "--bootstrap", kafka.bootstrap)  # fmt: skip
+        assert error_line(r).startswith(
+            f"error: pool {pool} record of partition 0 offset 1: {reason}"
+        ), error_line(r)
+        assert topics.count(target) == 0

@@ -174,3 +174,20 @@ def test_another_writer_of_the_topic_stops_the_sync(
     with pytest.raises(ConflictError, match="another writer meanwhile"):
         sync_from(handle, opts, on_commit=foreign)
     assert len(handle.pool("events").scan()) == 6  # the sync's first 5, the other's 1
+
+
+def test_exit_after_first_reads_what_the_topic_held(
+    lake: str, kafka: Broker, topics: Topics
+) -> None:
+    """``--exit-after`` counts idle time only once the records the topic held at the
+    start are read: a first fetch slower than it (a loaded broker) does not end the run
+    with nothing. 1 ms is shorter than any fetch, so the old rule read nothing here."""
+    topic = topics.create(partitions=3)
+    topics.produce(topic, [{"n": i} for i in range(20)], partition=lambda i: i % 3)
+    quick = ("--bootstrap", kafka.bootstrap, "--batch-interval", "100ms", "--exit-after", "1ms")
+    r = ok("--lake", lake, "kafka", "from", "--topic", topic, "--pool", "events", *quick)
+    assert sorted(row["value"]["n"] for row in records(lake, "events")) == list(range(20))
+    assert "20 record(s)" in r.err
+    empty = topics.create(partitions=2)  # nothing to wait for: idle at once
+    r = ok("--lake", lake, "kafka", "from", "--topic", empty, "--pool", "quiet", *quick)
+    assert r.text == "" and "0 record(s)" in r.err

@@ -281,6 +281,16 @@ def _spark_from(
     " schema derived from the column's type; a text key stays text), or avro (Confluent's"
     " wire format, the schema derived likewise and registered as TOPIC-value)."
 )
+@click.option(
+    "--key-format",
+    type=click.Choice(["text", "connect", "avro"]),
+    default=None,
+    help="How keys are written, when not as --format says: text (as text; JSON text"
+    " when not text), connect or avro (with their schema, for a consumer that needs a"
+    " typed key such as a Connect struct: a text key that is a JSON object or array, as"
+    " 'limno etl' keeps struct keys, goes as that struct or list; avro: registered as"
+    " TOPIC-key).",
+)
 @_bootstrap_option
 @click.option(
     "--transactional-id",
@@ -299,6 +309,7 @@ def to(
     source_topic: str | None,
     fmt: str,
     registry: str | None,
+    key_format: str | None,
     transactional_id: str | None,
     bootstrap: str | None,
     follow: bool,
@@ -321,6 +332,7 @@ def to(
         ref=at,
         source_topic=source_topic,
         format=fmt,
+        key_format=key_format,
         registry=registry,
         transactional_id=transactional_id,
     )

@@ -24,6 +24,7 @@ from limno.errors import InvalidInputError
 if TYPE_CHECKING:
     import datetime as dt
 
+    from limno.api import Lake
     from limno.pools.events import Event
 
 __all__ = ["COMMANDS"]
@@ -33,24 +34,29 @@ _STREAMING = ("table", "ndjson", "json")
 
 
 class _Stopped(Exception):
-    """SIGTERM arrived: stop watching."""
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise _Stopped
+    """SIGTERM or SIGINT arrived: stop watching."""
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
-    """Turn SIGTERM into :class:`_Stopped` (main thread only: tests call in-process)."""
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Turn SIGTERM and SIGINT into ``stop`` set and :class:`_Stopped` raised (main
+    thread only: tests call in-process). ``stop`` is what makes it certain: the
+    exception can land in a finalizer (a closed stream's generator, collected), which
+    swallows it; the event stream then ends at its next line or heartbeat."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _terminate)
+
+    def stopped(signum: int, frame: object) -> None:
+        stop.set()
+        raise _Stopped
+
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _line(event: Event, fmt: str) -> str:
@@ -66,7 +72,12 @@ def _line(event: Event, fmt: str) -> str:
 @click.option("--from-start", is_flag=True, help="Tell every event from the lake's start first.")
 @click.option("--after", "after", metavar="ID", default=None, help="Resume after event ID.")
 @click.option("--exit-after", type=click.IntRange(min=1), default=None, help="Stop after N events.")
-@click.option("--timeout", type=DURATION, default=None, help="Stop after this long (e.g. 30s).")
+@click.option(
+    "--timeout",
+    type=DURATION,
+    default=None,
+    help="Stop this long after the earlier events are told (e.g. 30s).",
+)
 @click.option(
     "--interval",
     type=DURATION,
@@ -103,11 +114,9 @@ def watch(
     seconds = max(interval.total_seconds(), 0.01)
     told = 0
     try:
-        with _stop_on_sigterm():
+        with _stop_on_signals(stop):
             start = None if from_start else (after or "now")
-            events = obj.lake().events(pool, start, stop=stop, poll_interval=seconds)
-            if timer is not None:
-                timer.start()
+            events = _told(obj.lake(), pool, start, stop, seconds, timer)
             for event in events:
                 sys.stdout.write(_line(event, out) + "\n")
                 sys.stdout.flush()
@@ -119,6 +128,27 @@ def watch(
     finally:
         if timer is not None:
             timer.cancel()
+
+
+def _told(
+    lake: Lake,
+    pool: str | None,
+    start: str | None,
+    stop: threading.Event,
+    seconds: float,
+    timer: threading.Timer | None,
+) -> Iterator[Event]:
+    """The events to tell: those the lake holds after ``start`` first (not ``"now"``),
+    whole whatever ``--timeout`` says (a slow server still tells them all), then new
+    ones as they come, the timer started once the earlier ones are told."""
+    last = start
+    if start != "now":
+        for event in lake.events(pool, start, follow=False, stop=stop):
+            last = event.id
+            yield event
+    if timer is not None:
+        timer.start()
+    yield from lake.events(pool, last, stop=stop, poll_interval=seconds)
 
 
 COMMANDS = [watch]

@@ -32,6 +32,7 @@ from limno.errors import (
     InvalidInputError,
     LimnoError,
     NotFoundError,
+    PreconditionFailedError,
 )
 
 if TYPE_CHECKING:
@@ -94,6 +95,22 @@ def _parse_doc(path: str, raw: bytes) -> tuple[str, dict[str, Any], int | None]:
     return key, value, since if isinstance(since, int) else None
 
 
+#: how many committed values a staged conditional write keeps to be judged against
+_JUDGED = 16
+
+
+def _judged(raw: bytes) -> list[dict[str, Any] | None] | None:
+    """The committed values a staging entry's condition holds over (None: no condition
+    recorded, an unconditional write or one staged before they were recorded)."""
+    try:
+        judged = json.loads(raw).get("judged")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(judged, list) or not all(v is None or isinstance(v, dict) for v in judged):
+        return None
+    return judged
+
+
 class Staging:
     """Mixin of :class:`~limno.core.versioning.Versioned`: the staging areas of a pool's
     branches."""
@@ -139,26 +156,47 @@ class Staging:
         value: Mapping[str, Any],
         since: int | None,
         checked: Mapping[str, Any] | None,
+        committed: Mapping[str, Any] | None = None,
     ) -> bool:
         """Stage ``value`` for ``key`` only if its staged value is still ``checked`` (None:
         nothing staged); False, staging nothing, otherwise. A conditional write's stage
-        (If-Match, If-None-Match), its condition judged against ``checked``.
+        (If-Match, If-None-Match), its condition judged against ``checked``, or when
+        nothing was staged against ``committed``, the key's committed value then.
 
-        The entry is created put-if-absent, so of writers racing on one key exactly one
-        wins; a ``checked`` entry is first deleted only if its bytes are still the ones
-        read (atomic on a local lake; on S3 and memory stores a read, a compare and a
-        delete), which only one of them can do.
+        Of writers racing on one key exactly one wins, in one atomic step of the store:
+        a new entry is created put-if-absent; a ``checked`` entry is replaced only if
+        its bytes are still the ones read (:meth:`~limno.storage.Storage.replace_if_equal`),
+        so a reader sees the old staged entry or the new one, never the committed file
+        between the two, and a crash cannot lose both.
+
+        The entry also records the committed values its condition holds over
+        (``judged``, see :meth:`judged_check`): a write judged against the committed
+        file, committed and unstaged by another writer before this stage, is refused
+        by the commit that would land it, not by this stage.
         """
         self.writable_head(branch)
         path = f"{self._staging_prefix(branch)}/{staging_name(key)}"
-        if checked is not None:
-            try:
-                raw = self.storage.get(path)
-            except NotFoundError:
-                return False
-            if _parse_doc(path, raw)[1] != checked or not self.storage.delete_if_equal(path, raw):
-                return False
-        doc = {"key": key, "value": dict(value), "since": since}
+        doc: dict[str, Any] = {"key": key, "value": dict(value), "since": since}
+        if checked is None:
+            doc["judged"] = [None if committed is None else dict(committed)]
+            return self._create(path, doc)
+        try:
+            raw = self.storage.get(path)
+        except NotFoundError:
+            return False
+        if _parse_doc(path, raw)[1] != checked:
+            return False
+        earlier = _judged(raw)
+        if earlier is not None:  # the staged write's own landing, or what it held over
+            judged = [None if is_tombstone(checked) else dict(checked), *earlier]
+            # bounded: the newest landings and the committed value the chain began on
+            doc["judged"] = (
+                judged if len(judged) <= _JUDGED else [*judged[: _JUDGED - 1], judged[-1]]
+            )
+        data = json.dumps(doc, sort_keys=True).encode()
+        return self.storage.replace_if_equal(path, data, raw)
+
+    def _create(self, path: str, doc: Mapping[str, Any]) -> bool:
         try:
             self.storage.put_if_absent(path, json.dumps(doc, sort_keys=True).encode())
         except AlreadyExistsError:
@@ -181,6 +219,42 @@ class Staging:
             raise CorruptError(f"{path}: unreadable staging entry")
         since = doc.get("since")
         return value, since if isinstance(since, int) and not isinstance(since, bool) else None
+
+    def judged_check(
+        self,
+        branch: str,
+        docs: Mapping[str, tuple[Mapping[str, Any], int | None]],
+        keys: Iterable[str],
+    ) -> Callable[[Commit], None]:
+        """A commit's ``validate`` (see :meth:`~limno.core.versioning.Versioned.commit`)
+        that refuses, with PreconditionFailedError, to land a staged conditional write
+        of ``keys`` (among ``docs``, as read for the commit) on a parent whose committed
+        value of the key is none of those its condition was judged against: another
+        writer's commit landed in between. Run on every attempt of the commit's
+        compare-and-swap, so no commit can slip between the check and the landing."""
+        prefix = self._staging_prefix(branch)
+        guards: dict[str, list[dict[str, Any] | None]] = {}
+        for key in keys:
+            if key not in docs:
+                continue
+            path = f"{prefix}/{staging_name(key)}"
+            try:
+                raw = self.storage.get(path)
+            except NotFoundError:
+                continue
+            judged = _judged(raw)
+            if judged is not None and _parse_doc(path, raw)[1] == docs[key][0]:
+                guards[key] = judged
+
+        def check(parent: Commit) -> None:
+            for key, allowed in guards.items():
+                if self.snapshots.get(parent.snapshot, key) not in allowed:
+                    raise PreconditionFailedError(
+                        f"{key!r} was committed by another write after this write's"
+                        " condition was judged (If-Match / If-None-Match)"
+                    )
+
+        return check
 
     def staged(self, branch: str) -> dict[str, dict[str, Any]]:
         """The staged entries of ``branch``, by key."""

@@ -47,12 +47,16 @@ def checked_batches(
                 src.to_batches() if isinstance(src, pa.Table) else [src]
             )
         else:
-            batches, name = read_records(src, fmt), src
+            # a Parquet input's small text dictionaries stay dictionaries up to the
+            # encoder (:mod:`.parquet_input`), unless a typed schema checks the values
+            batches, name = read_records(src, fmt, dictionaries=schema is None), src
         rows, seen = 0, None
         for batch in batches:
             if arrow:
                 check_arrow(name, batch, rows)
                 batch = plain_batch(without_empty_structs(batch))
+            elif _dictionary_key(batch.schema, key):  # keys are compared value by value
+                batch = plain_batch(batch)
             if schema is not None:
                 batch = schema.check(batch, name, rows)
             if origins is not None and (seen is None or not batch.schema.equals(seen)):
@@ -65,6 +69,12 @@ def checked_batches(
             yield batch
         if rows == 0:
             raise InvalidInputError(f"{name}: no records")
+
+
+def _dictionary_key(schema: pa.Schema, key: PoolKey) -> bool:
+    """Whether a key field lies in a dictionary column of ``schema``."""
+    names = {field.path[0] for field in key.fields}
+    return any(pa.types.is_dictionary(schema.field(n).type) for n in names if n in schema.names)
 
 
 def check_key_types(

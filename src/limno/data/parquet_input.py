@@ -8,7 +8,10 @@ of its own (the footer parsed once); every group is converted to its stored form
 that decoded it. Groups come out in file order, and so does an error: the first bad
 group's, as a sequential read would raise it. Text columns stored as small
 dictionaries are read as dictionary indices and decoded from their few values
-(:func:`small_dictionaries`): the same table, for less work.
+(:func:`small_dictionaries`): the same table, for less work. A load may keep them as
+dictionaries (``dictionaries``): its objects are then encoded from the indices (the
+Parquet writer hashes no value per row), every group's remapped onto one dictionary
+per column so that the writer's dictionary stays the same from chunk to chunk.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pyarrow.types as pt
 
 from limno.data.input_checks import check_values
-from limno.data.plain_types import plain_batch
+from limno.data.plain_types import is_text_dictionary, plain_batch
+from limno.errors import InvalidInputError
 
 __all__ = ["MAX_DECODERS", "NATIVE_ERRORS", "row_groups", "small_dictionaries"]
 
@@ -47,17 +52,21 @@ def row_groups(
     data: bytes | None,
     unreadable: Callable[[str, BaseException], Exception],
     name: str,
+    dictionaries: bool = False,
 ) -> Iterator[pa.Table]:
     """The row groups of ``f`` (the file at ``local``, else held in ``data``), checked
-    and in their stored form. A group that fails to decode raises ``unreadable(what,
-    error)``; one holding a bad value, :func:`check_values`' error (naming ``name``)."""
+    and in their stored form (``dictionaries``: but for the columns of
+    :func:`small_dictionaries`, kept as dictionaries). A group that fails to decode
+    raises ``unreadable(what, error)``; one holding a bad value, :func:`check_values`'
+    error (naming ``name``)."""
     meta = f.metadata
     starts = [0]
     for i in range(meta.num_row_groups):
         starts.append(starts[-1] + meta.row_group(i).num_rows)
     workers = min(os.cpu_count() or 1, MAX_DECODERS, meta.num_row_groups)
     small = small_dictionaries(f)
-    expected = plain_batch(f.schema_arrow.empty_table()).schema if small else None
+    expected = _expected(f.schema_arrow, small, dictionaries) if small else None
+    kept = bool(small) and dictionaries
     readers: dict[tuple[int, bool], pq.ParquetFile] = {}  # by thread, and dictionaries
     opened: list[pa.NativeFile] = []
 
@@ -77,9 +86,16 @@ def row_groups(
         table = None
         if small:  # any failure: the group is read again as usual, which says why
             with contextlib.suppress(*NATIVE_ERRORS):
-                table = plain_batch(reader(True).read_row_group(i, use_threads=workers == 1))
+                read = reader(True).read_row_group(i, use_threads=workers == 1)
+                table = plain_batch(read, text_dictionaries=kept)
                 if not table.schema.equals(expected, check_metadata=True):
                     table = None  # (text past 2 GiB is stored large: decided on the views)
+            if table is not None and kept:
+                try:  # a bad value: the plain read names its row
+                    check_values(name, table, starts[i])
+                    return table
+                except InvalidInputError:
+                    table = None
         if table is None:
             try:
                 table = reader(False).read_row_group(i, use_threads=workers == 1)
@@ -94,12 +110,64 @@ def row_groups(
 
     try:
         if workers <= 1:
-            yield from (group(i) for i in range(meta.num_row_groups))
+            groups: Iterator[pa.Table] = (group(i) for i in range(meta.num_row_groups))
         else:
-            yield from _in_order(group, meta.num_row_groups, workers)
+            groups = _in_order(group, meta.num_row_groups, workers)
+        yield from (_OneDictionary(small).apply(groups) if kept else groups)
     finally:
         for own in opened:
             own.close()
+
+
+def _expected(schema: pa.Schema, small: list[str], dictionaries: bool) -> pa.Schema:
+    """The schema of a group read with ``small`` as dictionaries, then converted (and
+    with ``dictionaries``, those kept: 32-bit indices into their stored type)."""
+    plain = plain_batch(schema.empty_table()).schema
+    if not dictionaries:
+        return plain
+    for name in small:
+        j = plain.get_field_index(name)
+        field = plain.field(j)
+        plain = plain.set(j, field.with_type(pa.dictionary(pa.int32(), field.type)))
+    return plain
+
+
+class _OneDictionary:
+    """Remaps each group's dictionary columns onto one dictionary per column (the first
+    group's, grown by any value a later group brings), in file order.
+
+    The Parquet writer encodes a dictionary column from its indices only while the
+    dictionary stays the same; a group whose own dictionary differs (another order of
+    first appearance) would make it decode and hash every value of that column again.
+    The remap is a lookup of a few values and one ``take`` of the indices.
+    """
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+        self.values: dict[str, pa.Array] = {}
+
+    def apply(self, tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        for table in tables:
+            for name in self.columns:
+                j = table.schema.get_field_index(name)
+                column = table.column(j)
+                if is_text_dictionary(column.type):  # else read the plain way (a bad value)
+                    chunks = [self._remapped(name, c) for c in column.chunks]
+                    table = table.set_column(
+                        j, table.field(j), pa.chunked_array(chunks, column.type)
+                    )
+            yield table
+
+    def _remapped(self, name: str, chunk: pa.DictionaryArray) -> pa.DictionaryArray:
+        values = self.values.setdefault(name, chunk.dictionary)
+        if chunk.dictionary.equals(values):
+            return chunk
+        positions = pc.index_in(chunk.dictionary, value_set=values)
+        if positions.null_count:  # values this column has not had yet: appended
+            values = pa.concat_arrays([values, chunk.dictionary.filter(positions.is_null())])
+            self.values[name] = values
+            positions = pc.index_in(chunk.dictionary, value_set=values)
+        return pa.DictionaryArray.from_arrays(positions.take(chunk.indices), values)
 
 
 def small_dictionaries(f: pq.ParquetFile) -> list[str]:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 else:
     pc = lazy_module("pyarrow.compute")  # 40 ms to import, and a point lookup needs none
 
-__all__ = ["list_view_as_list", "map_types", "plain_batch", "plain_type"]
+__all__ = ["is_text_dictionary", "list_view_as_list", "map_types", "plain_batch", "plain_type"]
 
 _DEC128_MAX = 38
 _Data = TypeVar("_Data", pa.RecordBatch, pa.Table)
@@ -106,11 +106,17 @@ def _plain_node(t: pa.DataType, large: bool) -> pa.DataType:
     return t
 
 
-def plain_batch(batch: _Data) -> _Data:
+def plain_batch(batch: _Data, text_dictionaries: bool = False) -> _Data:
     """``batch`` (a record batch or a table) with every column in its stored form; the
-    batch itself when it is already."""
+    batch itself when it is already.
+
+    With ``text_dictionaries``, top-level text and binary dictionary columns (32-bit
+    indices) stay dictionaries: the load path keeps a Parquet input's small dictionaries
+    so that objects are encoded from them (:func:`is_text_dictionary`)."""
     schema = batch.schema
-    targets = [plain_type(t) for t in schema.types]
+    targets = [
+        t if text_dictionaries and is_text_dictionary(t) else plain_type(t) for t in schema.types
+    ]
     if targets == schema.types:
         return batch
     columns, fields = [], []
@@ -123,6 +129,17 @@ def plain_batch(batch: _Data) -> _Data:
     if isinstance(batch, pa.Table):
         return pa.Table.from_arrays(columns, schema=plain)
     return pa.RecordBatch.from_arrays(columns, schema=plain)
+
+
+def is_text_dictionary(t: pa.DataType) -> bool:
+    """Whether ``t`` is a dictionary of plain text or binary values with 32-bit indices:
+    what the Parquet reader builds from a text column's dictionary pages, and what the
+    Parquet writer encodes from its indices, without hashing a value per row."""
+    if not pt.is_dictionary(t) or t.index_type != pa.int32():
+        return False
+    return plain_type(t.value_type) == t.value_type and (
+        pt.is_string(t.value_type) or pt.is_binary(t.value_type)
+    )
 
 
 def _converted(column: Any, target: pa.DataType) -> Any:

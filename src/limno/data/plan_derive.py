@@ -65,10 +65,9 @@ def derive(
     ``metadata``: as :func:`~limno.data.plan_index.plan_table` takes it."""
     key = parent.key
     table = parent.whole()
-    ids = pc.struct_field(pc.extract_regex(table.column("entry"), _ID), [0])
-    if ids.null_count:
+    gone = _rows_of(table.column("entry"), removed)
+    if gone is None:
         return None
-    gone = np.asarray(pc.is_in(ids, value_set=pa.array(list(removed), pa.string())), bool)
     cluster = _ints(_one(table.column("cluster")))
     position = _ints(_one(table.column("position")))
     stored = _ints(_one(table.column("stored")))
@@ -136,20 +135,17 @@ def derive(
         return None
     planned, starts, ends = _clustered(objs, key, None, None)
     # each cluster planned again goes before the first untouched one that starts after it
-    places = []
-    for c, start in enumerate(starts):
+    at_cluster = []
+    for start in starts:
         i = bisect.bisect_left(range(count), start, key=lambda c: parent._starts[c])
         if i < count and i not in dirty and not start < parent._starts[i]:
             return None
-        places.append((i, -1, c))
-    places += [(i, 0, i) for i in range(count) if i not in dirty]
-    places.sort()
-    renumber = {(kind, c): n for n, (_, kind, c) in enumerate(places)}
+        at_cluster.append(i)
+    mapping, replanned = _renumbered(count, dirty, np.array(at_cluster, np.int64))
 
     # -- the rows: the parent's kept (cells copied), then the added ones
     new_cluster = cluster.copy()
     kept_clusters = new_cluster >= 0
-    mapping = np.array([renumber.get((0, c), -1) for c in range(count)], np.int64)
     new_cluster[kept_clusters] = mapping[cluster[kept_clusters]]
     run_cluster = np.array(
         [UNREAD if r.keyless_here <= 0 or r.min_key is not None else KEYLESS for _, _, r in runs],
@@ -159,9 +155,9 @@ def derive(
         for m in members_of:
             _, source, _ = again[m]
             if source >= 0:
-                new_cluster[source] = renumber[(-1, c)]
+                new_cluster[source] = replanned[c]
             else:
-                run_cluster[-1 - source] = renumber[(-1, c)]
+                run_cluster[-1 - source] = replanned[c]
     unread_objects = [i for i, (_, objs_of) in enumerate(news) if not objs_of]
     fresh = [r for _, _, r in runs] + [news[i][0] for i in unread_objects]
     fresh_cluster = np.concatenate([run_cluster, np.full(len(unread_objects), UNREAD, np.int64)])
@@ -190,47 +186,24 @@ def derive(
     out = np.lexsort((second, major_key, group))
 
     # bounds: an untouched cluster's from its parent row, a replanned one's made here
-    parent_lo = table.column("lo").to_pylist()
-    parent_hi = table.column("hi").to_pylist()
-    lo: list[str | None] = [None] * len(out)
-    hi: list[str | None] = [None] * len(out)
-    done: set[int] = set()
-    for n, row in enumerate(out.tolist()):
-        c = int(all_cluster[row])
-        if c < 0 or c in done:
-            continue
-        done.add(c)
-        kind, which = places[c][1], places[c][2]
-        if kind == 0:
-            source = int(offsets[which])
-            lo[n], hi[n] = parent_lo[source], parent_hi[source]
-        else:
-            lo[n], hi[n] = key_text(starts[which].key), key_text(ends[which].key)
+    out_cluster = all_cluster[out]
+    keyed_rows = int(np.count_nonzero(out_cluster >= 0))  # the keyed clusters come first
+    firsts_out = np.flatnonzero(np.diff(out_cluster[:keyed_rows], prepend=-1) != 0)
+    bound_of = np.full(len(mapping) - len(dirty) + len(starts), -1, np.int64)
+    clean = np.flatnonzero(mapping >= 0)
+    bound_of[mapping[clean]] = offsets[clean]  # an untouched cluster: its parent's first row
+    bound_of[replanned] = len(stored) + np.arange(len(starts))  # a replanned one: made here
+    bound_rows = np.full(len(out), -1, np.int64)
+    bound_rows[firsts_out] = bound_of[out_cluster[firsts_out]]
+    lo = _taken(table.column("lo"), [key_text(s.key) for s in starts], bound_rows)
+    hi = _taken(table.column("hi"), [key_text(e.key) for e in ends], bound_rows)
 
-    cells = pa.table(
-        {
-            "clip": pa.concat_arrays(
-                [
-                    _one(table.column("clip")).take(pa.array(kept)),
-                    pa.array([t[2] for t in texts], pa.string()),
-                ]
-            ),
-            "schema": pa.concat_arrays(
-                [
-                    _one(table.column("schema")).cast(pa.string()).take(pa.array(kept)),
-                    pa.array([t[0] for t in texts], pa.string()),
-                ]
-            ),
-            "entry": pa.concat_arrays(
-                [
-                    _one(table.column("entry")).take(pa.array(kept)),
-                    pa.array([t[1] for t in texts], pa.string()),
-                ]
-            ),
-        }
-    ).take(pa.array(out))
+    # every cell of the kept rows copied once, in the plan's order
+    taking = np.concatenate([kept, len(stored) + np.arange(len(fresh))])[out]
+    clip = _taken(table.column("clip"), [t[2] for t in texts], taking)
+    entry = _taken(table.column("entry"), [t[1] for t in texts], taking)
+    schema_column = _schema_cells(_one(table.column("schema")), [t[0] for t in texts], taking)
     all_tail = np.concatenate([_ints(_one(table.column("tail")), np.int8)[kept], fresh_tail])
-    schema_column = _one(cells.column("schema")).dictionary_encode()
     positions = all_position[out]
     meta = {
         **metadata,
@@ -242,17 +215,78 @@ def derive(
         pa.array(positions, pa.int64()),
         pa.array(all_stored[out], pa.int64()),
         pa.array(all_tail[out], pa.int8()),
-        pa.array(lo, pa.string()),
-        pa.array(hi, pa.string()),
-        _one(cells.column("clip")),
+        lo,
+        hi,
+        clip,
         schema_column,
-        _one(cells.column("entry")),
+        entry,
     ]
     return pa.Table.from_arrays(columns, schema=_SCHEMA.with_metadata(meta))
 
 
 def _one(column: pa.ChunkedArray) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _rows_of(entries: pa.ChunkedArray, removed: Collection[str]) -> np.ndarray | None:
+    """Which rows hold an object of ``removed`` (ids), or None when an entry does not
+    start with its id (as ``DataObject.to_json`` writes it). Nothing removed: no entry
+    read (most commits only add)."""
+    if not removed:
+        return np.zeros(len(entries), bool)
+    ids = pc.struct_field(pc.extract_regex(entries, _ID), [0])
+    if ids.null_count:
+        return None
+    return np.asarray(pc.is_in(ids, value_set=pa.array(list(removed), pa.string())), bool)
+
+
+def _renumbered(count: int, dirty: set[int], at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The new numbers of the parent's ``count`` clusters (-1: ``dirty``, planned again)
+    and of the clusters planned again, which go (in key order) before the parent's
+    cluster ``at`` of each (never decreasing; ``count``: after every one); in numpy,
+    as a pool may have a cluster an object."""
+    clean = np.ones(count, bool)
+    clean[np.array(sorted(dirty), np.int64)] = False
+    clean_before = np.concatenate([[0], np.cumsum(clean)])  # untouched clusters before i
+    numbers = np.arange(count)
+    mapping = clean_before[:-1] + np.searchsorted(at, numbers, "right")
+    mapping[~clean] = -1
+    return mapping, clean_before[at] + np.arange(len(at))
+
+
+def _taken(parent: pa.ChunkedArray, made: Sequence[str | None], rows: np.ndarray) -> pa.Array:
+    """A string column of ``rows``: below the parent's length its rows, at or above it
+    the cells ``made`` (from the parent's length on), -1 a null."""
+    values = pa.concat_arrays([_one(parent).cast(pa.string()), pa.array(made, pa.string())])
+    return values.take(pa.array(rows, pa.int64(), mask=rows < 0))
+
+
+def _schema_cells(
+    parent: pa.DictionaryArray, made: Sequence[str | None], rows: np.ndarray
+) -> pa.DictionaryArray:
+    """The ``schema`` column of ``rows`` (as :func:`_taken` numbers them) dictionary
+    encoded as ``plan_table`` encodes it (values in first-seen order), from the parent's
+    dictionary and indices (no cell decoded: a pool's objects share a few schemas)."""
+    texts = parent.dictionary.to_pylist()
+    plain = None not in texts and len(set(texts)) == len(texts)  # as dictionary_encode makes
+    if parent.null_count or not plain or any(m is None for m in made):
+        cells = _taken(pa.chunked_array([parent.cast(pa.string())]), made, rows)
+        return cells.dictionary_encode()
+    at = {t: i for i, t in enumerate(texts)}
+    for m in made:
+        at.setdefault(m, len(at))
+    codes = np.concatenate(
+        [
+            _ints(parent.indices, np.int32).astype(np.int64),
+            np.array([at[m] for m in made], np.int64),
+        ]
+    )[rows]
+    values, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(firsts)  # the values in first-seen order
+    renumber = np.empty(len(values), np.int32)
+    renumber[order] = np.arange(len(values), dtype=np.int32)
+    dictionary = pa.array(list(at), pa.string()).take(pa.array(values[order]))
+    return pa.DictionaryArray.from_arrays(pa.array(renumber[inverse], pa.int32()), dictionary)
 
 
 def _keyed(obj: DataObject) -> bool:

@@ -43,6 +43,7 @@ from typing import IO, Any, cast
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.orc as porc
@@ -86,6 +87,7 @@ _HEAD = 64 << 10  # bytes peeked to detect compression and format
 # position of the block (r"\d{19}|^...$") costs more than parsing it.
 _DIGITS_AS_ZEROS = bytes(c if not 0x30 <= c <= 0x39 else 0x30 for c in range(256))
 _LONG_INTEGER = b"0" * 19
+_DECIMAL_DIGITS = 38  # the most decimal128(38, 0) holds: longer integers are text, as in JSON
 _NULL_LINE = re.compile(rb"[ \t]*null[ \t\r]*(?=\n|\Z)")
 _NEXT_NULL_LINE = re.compile(rb"\n[ \t]*null[ \t\r]*(?=\n|\Z)")
 _JSON_WS = re.compile(r"[^ \t\r\n]")
@@ -140,13 +142,13 @@ def _is_utf8(head: bytes) -> bool:
 
 
 def read_records(
-    path: str, fmt: str | None = None, *, batch_rows: int = 65536
+    path: str, fmt: str | None = None, *, batch_rows: int = 65536, dictionaries: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of one input file (``"-"``: stdin), in bounded memory.
 
-    Batches hold at most ``batch_rows`` rows; their schemas may differ. Raises
-    :class:`InvalidInputError` (one line naming the file) for bad input, including an
-    input with no records.
+    Batches hold at most ``batch_rows`` rows; their schemas may differ (``dictionaries``:
+    see :func:`~.parquet_input.row_groups`). Raises :class:`InvalidInputError` (one line
+    naming the file) for bad input, including an input with no records.
     """
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInputError(f"unknown input format {fmt!r} (one of {', '.join(FORMATS)})")
@@ -160,13 +162,16 @@ def read_records(
             raise InvalidInputError(f"{name}: no records")
         src = Input(name, stream, head, path if owned and codec is None else None)
         rows, checked = 0, None
-        for batch in _READERS[fmt or detect_format(name, head)](src, batch_rows):
+        fmt = fmt or detect_format(name, head)
+        kept = dictionaries and fmt == "parquet"
+        read = _read_parquet_dictionaries if kept else _READERS[fmt]
+        for batch in read(src, batch_rows):
             if batch.num_rows:
                 if checked is None or not batch.schema.equals(checked):
                     check_schema(name, batch.schema)  # the readers check before parsing too
                     checked = batch.schema
                 rows += batch.num_rows
-                yield plain_batch(without_empty_structs(batch))
+                yield plain_batch(without_empty_structs(batch), text_dictionaries=kept)
         if rows == 0:
             raise InvalidInputError(f"{name}: no records")
     finally:
@@ -393,9 +398,10 @@ def _csv_block(
 
     parse.invalid_row_handler = on_invalid
     try:
-        return pcsv.read_csv(
+        table = pcsv.read_csv(
             io.BytesIO(block), read_options=opts, parse_options=parse, convert_options=_CONVERT
         )
+        return _exact_integers(table, block, opts, parse)
     except pa.ArrowInvalid as e:
         if "Empty CSV file" in str(e):
             return pa.table({})
@@ -406,6 +412,38 @@ def _csv_block(
             raise InvalidInputError(f"{name}: line {line}: {what}") from None
         last = first_line + block.count(b"\n") - 1
         raise InvalidInputError(f"{name}: lines {first_line}-{last}: {reason(e)}") from None
+
+
+def _exact_integers(
+    table: pa.Table, block: bytes, opts: pcsv.ReadOptions, parse: pcsv.ParseOptions
+) -> pa.Table:
+    """``table`` with its integer columns beyond int64 exact, as JSON reads them.
+
+    pyarrow infers float64 for such a column, rounding its values: a float64 column
+    of integer literals only becomes decimal(38, 0), or text past 38 digits
+    (:func:`.schema.infer_type`'s rule for JSON).
+    """
+    floats = [f.name for f in table.schema if pt.is_float64(f.type)]
+    if not floats or _LONG_INTEGER not in block.translate(_DIGITS_AS_ZEROS):
+        return table
+    types = {n: pa.string() for n in floats}
+    convert = pcsv.ConvertOptions(
+        null_values=[""],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
+        column_types=types,
+        include_columns=floats,
+    )
+    texts = pcsv.read_csv(io.BytesIO(block), opts, parse, convert)
+    for name in floats:
+        text = texts.column(name)
+        valid = text.drop_null()
+        if len(valid) == 0 or not pc.all(pc.match_substring_regex(valid, r"^[+-]?\d+$")).as_py():
+            continue
+        digits = pc.max(pc.utf8_length(pc.utf8_ltrim(valid, "+-0"))).as_py() or 0
+        exact = text if digits > _DECIMAL_DIGITS else pc.cast(text, pa.decimal128(38, 0))
+        table = table.set_column(table.schema.get_field_index(name), name, exact)
+    return table
 
 
 def _record_line(block: bytes, number: int, quote: str | None) -> int:
@@ -426,7 +464,9 @@ def _record_line(block: bytes, number: int, quote: str | None) -> int:
 
 
 # -- binary formats --------------------------------------------------------------------
-def _read_columnar(src: Input, batch_rows: int, kind: str) -> Iterator[pa.RecordBatch]:
+def _read_columnar(
+    src: Input, batch_rows: int, kind: str, dictionaries: bool = False
+) -> Iterator[pa.RecordBatch]:
     """Parquet by row group, ORC by stripe. Both need a seekable source: the local file
     itself, else (stdin, compressed input) the content read into memory."""
     data = None if src.local else src.stream.read()
@@ -443,7 +483,8 @@ def _read_columnar(src: Input, batch_rows: int, kind: str) -> Iterator[pa.Record
             raise InvalidInputError(f"{src.name}: a field name is not valid UTF-8") from None
         check_schema(src.name, schema)  # before any data is read
         if isinstance(f, pq.ParquetFile):
-            parts = row_groups(f, src.local, data, partial(_unreadable, src.name), src.name)
+            bad = partial(_unreadable, src.name)
+            parts = row_groups(f, src.local, data, bad, src.name, dictionaries)
             for part in parts:
                 yield from _split(part, batch_rows)
             return
@@ -457,6 +498,10 @@ def _read_columnar(src: Input, batch_rows: int, kind: str) -> Iterator[pa.Record
             check_values(src.name, stripe, rows)
             rows += stripe.num_rows
             yield from _split(plain_batch(stripe), batch_rows)
+
+
+def _read_parquet_dictionaries(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    return _read_columnar(src, batch_rows, "Parquet", dictionaries=True)
 
 
 def _read_arrow(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:

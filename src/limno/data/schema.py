@@ -309,16 +309,20 @@ def conform(table: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table:
     """
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    _check_unique(table.column_names, "table")
-    extra = [n for n in table.column_names if n not in schema.names]
+    names = table.column_names  # pyarrow builds these lists anew on every access
+    _check_unique(names, "table")
+    targets = set(schema.names)
+    extra = [n for n in names if n not in targets]
     if extra:
         raise InvalidInputError(f"column {extra[0]!r} is not in the target schema")
+    index = {n: i for i, n in enumerate(names)}
     columns: list[pa.ChunkedArray] = []
     for f in schema:
-        if f.name not in table.column_names:
+        i = index.get(f.name)
+        if i is None:
             columns.append(pa.chunked_array([pa.nulls(table.num_rows, f.type)], f.type))
             continue
-        col = table.column(f.name)
+        col = table.column(i)
         if col.type == f.type:
             columns.append(col)
         else:

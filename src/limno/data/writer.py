@@ -43,6 +43,7 @@ from limno.data.keys import PoolKey, SortKey
 from limno.data.kway import concat_unified, first_true, merge_sorted
 from limno.data.objects import DataObject, data_path
 from limno.data.parquet import open_parquet
+from limno.data.plain_types import plain_batch
 from limno.data.sketches import sketch_path
 from limno.data.sort import Gathered, is_sorted, prefetched, sort_order, take_sorted
 from limno.errors import StorageError, decode_reason, os_errors
@@ -292,7 +293,7 @@ def sort_and_write(
         # all the input is one small table: there is nothing to read ahead, and it makes
         # one object, so threads would only add hand-offs (a small load, such as a
         # 1,000-row append, would spend more on them than on its work)
-        single = [_as_table(b, key) for b in head]
+        single = [plain_batch(_as_table(b, key)) for b in head]
         if not single or single[0].nbytes <= min(SMALL_INPUT_BYTES, target_size, memory_limit):
             ordered = [take_sorted(t, sort_order(t, key)) for t in single if t.num_rows]
             return write_sorted(
@@ -363,7 +364,9 @@ class _OrderedPrefix:
             first = key.sort_key(key.row_key(keys, 0))
             behind = self.last is not None and first < self.last
             if behind or not is_sorted(table, key, keys):
-                self.rest = itertools.chain([table], self.tables)
+                # sorted, spilled and merged as stored (no dictionaries from the input)
+                rest = itertools.chain([table], self.tables)
+                self.rest = (plain_batch(t) for t in rest)
                 return
             self.last = key.sort_key(key.row_key(keys, table.num_rows - 1))
             yield table

@@ -476,15 +476,18 @@ class Call:
         fails), what this write staged is unstaged before the error is answered, so
         the branch looks as if the write never came. ``staged`` maps each path to the
         value this write staged (an entry's value, or the tombstone of a delete); a
-        path staged again since by another write keeps that newer value."""
+        path staged again since by another write keeps that newer value. A conditional
+        write (If-Match, If-None-Match) is committed only if no other write of its path
+        was committed after its condition was judged, else it is unstaged and answered
+        412 (:meth:`~limno.pools.files.pool.FilePool.commit`'s ``writes``)."""
         if not self.options.autocommit or not staged:
             return
         paths = list(staged)
         prefix = os.path.commonprefix(paths) or None
         try:
-            pool.commit(branch, f"S3 {what}", author=self.author, prefix=prefix)
+            pool.commit(branch, f"S3 {what}", author=self.author, prefix=prefix, writes=paths)
         except InvalidInputError as e:
-            if not pool.uncommitted(branch, prefix or ""):
+            if not any(c.path in staged for c in pool.uncommitted(branch, prefix or "")):
                 return  # committed meanwhile by another commit
             self._unstage(pool, branch, staged, e)
             raise  # staged changes that could not be committed: say why

@@ -190,7 +190,9 @@ def _complete(call: Call) -> Reply:
         upload.id,
         [(p.part_number, p.etag) for p in parts],
         {PARTS: encode_parts(sizes)},
-        if_none_match=call.headers.get("if-none-match") is not None,  # atomic, unlike the check
+        # judged again as the entry is staged: one step among writers, unlike the check
+        if_none_match=call.headers.get("if-none-match") is not None,
+        if_match=_if_match(call),
     )
     call.autocommit(
         pool,
@@ -224,7 +226,8 @@ def _part_sizes(multipart: Multipart, upload_id: str, numbers: list[int]) -> lis
 
 def _complete_conditions(call: Call, pool: LocalFilePool, address: Address) -> None:
     """S3's conditional completion: If-None-Match: * (the key must not exist) and
-    If-Match (its ETag must be this one), checked before the parts are joined."""
+    If-Match (its ETag must be this one), checked before the parts are joined (and
+    judged again, atomically, as the completed entry is staged)."""
     if_none_match = call.headers.get("if-none-match")
     if_match = call.headers.get("if-match")
     if if_none_match is None and if_match is None:
@@ -237,10 +240,15 @@ def _complete_conditions(call: Call, pool: LocalFilePool, address: Address) -> N
         current = None
     if if_none_match is not None and current is not None:
         raise S3Error("PreconditionFailed", Condition="If-None-Match")
-    if if_match is not None:
-        wanted = unquote_etag(if_match.strip())
-        if current is None or (wanted != "*" and wanted != current):
-            raise S3Error("PreconditionFailed", Condition="If-Match")
+    wanted = _if_match(call)
+    if wanted is not None and (current is None or wanted not in ("*", current)):
+        raise S3Error("PreconditionFailed", Condition="If-Match")
+
+
+def _if_match(call: Call) -> str | None:
+    """The ETag a completion's If-Match names (``*``: any), bare; None without one."""
+    if_match = call.headers.get("if-match")
+    return None if if_match is None else unquote_etag(if_match.strip())
 
 
 @_s3_codes

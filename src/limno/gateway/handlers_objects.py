@@ -384,7 +384,7 @@ def _copy_object(call: Call) -> Reply:
         content_type = call.headers.get("content-type") or DEFAULT_CONTENT_TYPE
     if_match, if_none_match = _write_conditions(call, pool, target)
     if if_none_match or if_match is not None:
-        _check_target(pool, target, if_match, if_none_match)
+        _check_target(pool, target, if_match, if_none_match)  # early; judged again atomically
     if source_pool.id == pool.id:
         made = pool.copy(
             source.ref,
@@ -394,6 +394,7 @@ def _copy_object(call: Call) -> Reply:
             metadata=metadata,
             content_type=content_type,
             if_none_match=if_none_match,
+            if_match=if_match,
         )
     else:  # blobs belong to their pool: another pool's bytes are copied
         made = pool.put(
@@ -403,6 +404,7 @@ def _copy_object(call: Call) -> Reply:
             content_type=content_type or entry.content_type,
             metadata=entry.metadata if metadata is None else metadata,
             if_none_match=if_none_match,
+            if_match=if_match,
             max_size=MAX_OBJECT,
         )
     call.autocommit(pool, target.ref, {target.path: made.to_value()}, f"CopyObject {call.op.key}")
@@ -410,7 +412,8 @@ def _copy_object(call: Call) -> Reply:
 
 
 def _check_target(pool: LocalFilePool, target: Address, if_match: str | None, none: bool) -> None:
-    """A copy's own conditions on its target (If-None-Match: *, If-Match)."""
+    """A copy's own conditions on its target (If-None-Match: *, If-Match), checked before
+    any work: the copy's stage judges them again as one step among writers (one wins)."""
     try:
         current: FileEntry | None = pool.stat(target.path, target.ref)
     except NotFoundError:

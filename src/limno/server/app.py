@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI
 from fastapi.telemetry import TelemetryConfig
+from starlette.types import ASGIApp
 
 from limno.api.local import LocalLake
 from limno.server import problems
@@ -70,20 +71,25 @@ def create_app(
     """
     _import_request_modules()
     served = lake if lake is not None else LocalLake.open(location)
-    app = FastAPI(
+    telemetry = _telemetry()
+    app = _App(
         title="limno",
         summary="A versioned, git-like data lake: every CLI operation over HTTP.",
         version=_version(),
-        telemetry=_telemetry(),
+        telemetry=telemetry,
     )
     app.state.lake = served
     app.state.location = location
     app.state.authenticator = authenticator
     app.state.query_limits = limits
     problems.install(app)
+    guarded = request_limits or RequestLimits()
     if not dependencies:  # it runs none: with some, every request takes the routes
-        app.add_middleware(FastPaths)  # inside the guard: its limits and refusals first
-    install_guard(app, request_limits or RequestLimits(), tuple(cors_origins))
+        if cors_origins or telemetry is None:  # CORS headers, traces: the layers' part
+            app.add_middleware(FastPaths)  # inside the guard: its limits and refusals first
+        else:
+            app.fast_limits = guarded  # outside everything, doing the guard's part
+    install_guard(app, guarded, tuple(cors_origins))
     events.install(app, heartbeat, max_open=max_event_streams)
 
     @app.get("/health", tags=["server"], operation_id="health", summary="200 when ready")
@@ -109,6 +115,17 @@ def create_app(
     ui.install(app, run_query=query.run_sql)
     problems.install_catch_all(app)
     return app
+
+
+class _App(FastAPI):
+    """FastAPI with :class:`~limno.server.fast.FastPaths` outside its whole middleware
+    stack when :attr:`fast_limits` is set (the guard's limits, which it then applies)."""
+
+    fast_limits: RequestLimits | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        return stack if self.fast_limits is None else FastPaths(stack, self.fast_limits)
 
 
 def _telemetry() -> TelemetryConfig | None:

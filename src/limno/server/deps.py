@@ -73,7 +73,7 @@ def versioned_of(request: Request, pool: str) -> LocalPool | LocalFilePool:
     if kept is None:
         kept = request.app.state.pools = {}
     opened = kept.get(config.id)
-    if opened is None or opened.config != config:
+    if opened is None or (opened.config is not config and opened.config != config):
         opened = lake._opened(config)  # the lake's own choice of class by kind
         if len(kept) >= _KEPT:
             kept.clear()

@@ -52,7 +52,9 @@ __all__ = [
     "Guard",
     "Limits",
     "Options",
+    "answer_problem",
     "check_name",
+    "check_target",
     "install",
 ]
 
@@ -181,7 +183,9 @@ def _is_lookup(scope: Scope) -> bool:
 _DRAIN = 64 * MB
 
 
-async def _answer(send: Send, status: int, detail: str, error: str = "InvalidInputError") -> None:
+async def answer_problem(
+    send: Send, status: int, detail: str, error: str = "InvalidInputError"
+) -> None:
     """A problem+json answer (the shape of :mod:`limno.server.problems`; this runs
     outside FastAPI, before its exception handlers)."""
     import http
@@ -232,14 +236,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         if refused := check_target(scope):
-            await _answer(send, refused.status, str(refused), refused.error)
+            await answer_problem(send, refused.status, str(refused), refused.error)
             return
         cap, what = self._cap(scope)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length", b"").decode("latin-1").strip()
         if cap is not None and length.isdigit() and int(length) > cap:
             await _drain(receive, self.limits.body_timeout)
-            await _answer(send, 413, f"{what} of {length} bytes is over the limit of {cap}")
+            await answer_problem(send, 413, f"{what} of {length} bytes is over the limit of {cap}")
             return
         await _Exchange(self.app, self.limits.body_timeout, cap, what).run(scope, receive, send)
 
@@ -310,7 +314,7 @@ class _Exchange:
             self.started = True
             if self.refused.status == 413:
                 await _drain(receive, self.timeout)
-            await _answer(send, self.refused.status, str(self.refused))
+            await answer_problem(send, self.refused.status, str(self.refused))
 
 
 class Body(BaseModel):

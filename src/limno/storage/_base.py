@@ -1,8 +1,8 @@
 """The object store interface every backend implements.
 
-Eight operations are all the lake needs. Paths are relative to the store's root,
-use ``/`` separators, and never start with ``/``. Every write is atomic: a reader
-sees the whole new object or nothing.
+Eight operations are all the lake needs (and conditional ones, with defaults). Paths
+are relative to the store's root, use ``/`` separators, and never start with ``/``.
+Every write is atomic: a reader sees the whole new object or nothing.
 """
 
 from __future__ import annotations
@@ -74,6 +74,25 @@ class Storage(ABC):
         except NotFoundError:
             return False
         self.delete(path)
+        return True
+
+    def replace_if_equal(self, path: str, data: bytes, expected: bytes) -> bool:
+        """Replace the object with ``data`` only if its bytes are exactly ``expected``, as
+        one compare-and-swap; whether it did (False: missing, other bytes, or another
+        writer replaced it first: nothing was written). Of writers racing with the same
+        ``expected`` exactly one wins, and readers see the old object or the new one,
+        never no object. Every :class:`~limno.storage._obstore.ObStorage` does it
+        atomically (local: a locked compare and an atomic exchange; memory and S3: a
+        put conditional on the ETag of the version compared, ``If-Match``); this
+        default, for stores that cannot, reads, compares and writes."""
+        from limno.errors import NotFoundError
+
+        try:
+            if self.get(path) != expected:
+                return False
+        except NotFoundError:
+            return False
+        self.put(path, data)
         return True
 
     @abstractmethod

@@ -17,8 +17,9 @@ every one), optionally a path pattern, and what happens:
 ``LIMNO_FAULTS="put:3:crash-after;get:*:delay=0.05;write:2:fail@*/commits/*"``
 (``op:nth:action[@glob]``, rules separated by ``;``; ``nth`` counts the calls of that
 op, from 1; ``*`` is every call). Ops: the :class:`~limno.storage.Storage` methods,
-plus ``read`` (get, get_range, head), ``write`` (put, put_if_absent, put_file,
-move_file, copy), ``remove`` (delete, delete_partial) and ``any``.
+plus ``read`` (get, get_range, head), ``write`` (put, put_if_absent,
+replace_if_equal, put_file, move_file, copy), ``remove`` (delete, delete_partial)
+and ``any``.
 
 An ``observer`` callable sees every call first (``(op, path)``); the interleaving
 tests use it to pause a thread before its Nth call. ``threads`` limits the rules to
@@ -43,7 +44,7 @@ __all__ = ["Crash", "FaultyStorage", "Rule", "parse_rules"]
 
 _CLASSES = {
     "read": {"get", "get_range", "head"},
-    "write": {"put", "put_if_absent", "put_file", "move_file", "copy"},
+    "write": {"put", "put_if_absent", "replace_if_equal", "put_file", "move_file", "copy"},
     "remove": {"delete", "delete_if_equal", "delete_partial"},
 }
 _OPS = {
@@ -52,6 +53,7 @@ _OPS = {
     "head",
     "put",
     "put_if_absent",
+    "replace_if_equal",
     "put_file",
     "move_file",
     "list",
@@ -196,6 +198,15 @@ class FaultyStorage(Storage):
             "put_if_absent", path, lambda: self.inner.put_if_absent(path, data)
         )
         return out
+
+    def replace_if_equal(self, path: str, data: bytes, expected: bytes) -> bool:
+        return bool(
+            self._call(
+                "replace_if_equal",
+                path,
+                lambda: self.inner.replace_if_equal(path, data, expected),
+            )
+        )
 
     def put_file(self, path: str, local_file: str) -> ObjectInfo:
         out: ObjectInfo = self._call(

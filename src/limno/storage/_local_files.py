@@ -7,7 +7,8 @@ busy. :class:`~limno.storage._obstore.ObStorage` therefore does them here, with 
 system calls obstore would make and its guarantees: a put writes a new staging file
 (``<name>#<digits>``, obstore's own convention, which listings skip) and renames it
 into place, a create-only put hard-links it (which fails if the target exists), and a
-put over an existing file swaps the two atomically. Anything these cannot do is left
+put over an existing file swaps the two atomically (and a conditional replace swaps
+them only if the one swapped out is the version compared). Anything these cannot do is left
 to obstore, whose error then says what is wrong.
 """
 
@@ -19,7 +20,13 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["create_staging", "exchange", "publish_new", "replace_by_exchange"]
+__all__ = [
+    "create_staging",
+    "exchange",
+    "publish_new",
+    "replace_by_exchange",
+    "replace_if_same",
+]
 
 _RENAME_EXCHANGE = 2
 _renameat2: Any = None
@@ -132,6 +139,75 @@ def replace_by_exchange(local: str, data: bytes) -> bool:
             os.replace(tmp, local)
         return True
     except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def replace_if_same(local: str, data: bytes, expected: bytes) -> bool:
+    """Replace the file ``local`` with ``data`` only if its bytes are ``expected``, as one
+    compare-and-swap; whether it did (False: missing, other bytes, or replaced meanwhile).
+
+    The version compared is held open and locked (``flock``: conditional replaces of one
+    version take turns, and a crashed holder's lock goes with its process), then the new
+    file is swapped in by one atomic exchange, which hands back the file it displaced: if
+    that is not the version compared (an unconditional write came in between), it is
+    swapped back and the replace lost. Readers see the old bytes or the new ones, never
+    no file; a crash leaves one of the two in place (and at most a staging file). Where
+    the filesystem cannot exchange, the swap is a rename under the same lock: atomic
+    against other conditional replaces, not against a plain write in the same instant.
+    """
+    import fcntl  # conditional replaces only
+    import stat
+
+    try:
+        fd = os.open(local, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        seen = os.fstat(fd)
+        if not stat.S_ISREG(seen.st_mode) or _read_fd(fd) != expected:
+            return False  # a directory is no object
+        try:
+            now = os.stat(local)
+        except FileNotFoundError:
+            return False
+        if (now.st_dev, now.st_ino) != (seen.st_dev, seen.st_ino):
+            return False  # replaced since it was opened: the compared version is gone
+        return _swap_in(local, data, seen.st_ino)
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _swap_in(local: str, data: bytes, compared: int) -> bool:
+    """Exchange a new file holding ``data`` with ``local`` if ``local`` is still the inode
+    ``compared``; whether it was (see :func:`replace_if_same`)."""
+    fd, tmp = create_staging(local)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            ours = os.fstat(f.fileno()).st_ino
+        swapped = exchange(tmp, local)
+        if swapped is None:
+            os.replace(tmp, local)
+            return True
+        if not swapped:
+            return False  # deleted after the compare: the delete came first
+        if os.stat(tmp).st_ino == compared:
+            return True
+        # a plain write came between the compare and the swap: it came first, so it
+        # stays (swapped back) and this replace lost; a newer write still goes back too
+        if exchange(tmp, local) and os.stat(tmp).st_ino != ours:
+            os.replace(tmp, local)
         return False
     finally:
         with contextlib.suppress(OSError):

@@ -33,10 +33,16 @@ from limno.errors import (
 )
 from limno.lazy import lazy_module
 from limno.storage._base import ListResult, ObjectInfo, Storage
-from limno.storage._local_files import create_staging, publish_new, replace_by_exchange
+from limno.storage._local_files import (
+    create_staging,
+    publish_new,
+    replace_by_exchange,
+    replace_if_same,
+)
 
 if TYPE_CHECKING:
     import obstore
+    from obstore import UpdateVersion
     from obstore import exceptions as oe
 else:
     # a local lake's reads and small writes are plain system calls (see
@@ -447,6 +453,39 @@ class ObStorage(Storage):
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(seen)
+
+    def replace_if_equal(self, path: str, data: bytes, expected: bytes) -> bool:
+        """One compare-and-swap (see :meth:`Storage.replace_if_equal`): on a local store
+        :func:`~limno.storage._local_files.replace_if_same`; elsewhere the object is read
+        with its ETag, compared, and the new bytes put on condition that the ETag is
+        still that one (S3's ``If-Match``), which only one writer can meet."""
+        self._check(path)
+        plain = self._plain_file(path)
+        if plain is not None:
+            with os_errors("write", plain):
+                return replace_if_same(plain, data, expected)
+        where = self._where(path)
+        try:
+            got = _call(path, lambda: obstore.get(self._store, path), "read", where)
+            body = bytes(got.bytes())
+        except NotFoundError:
+            return False
+        etag = got.meta.get("e_tag")
+        if body != expected:
+            return False
+        if etag is None:
+            raise StorageError(f"cannot write {where} conditionally: the store gives no ETag")
+        mode: UpdateVersion = {"e_tag": etag}
+        try:
+            _call(
+                path,
+                lambda: obstore.put(self._store, path, data, mode=mode, use_multipart=False),
+                "write",
+                where,
+            )
+        except (PreconditionFailedError, NotFoundError):
+            return False  # another writer replaced (or deleted) the version compared
+        return True
 
     @staticmethod
     def _private(plain: str) -> str:

@@ -42,6 +42,7 @@ __all__ = [
     "decoder_for",
     "encoded",
     "encoder_for",
+    "json_keys",
     "coerced_array",
     "typed_column",
     "utf8_column",
@@ -293,6 +294,36 @@ def decoder_for(fmt: str, registry: str | None = None) -> Decoder:
     raise InvalidInputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
+def json_keys(column: pa.ChunkedArray | pa.Array, where: Callable[[int], str]) -> pa.Array:
+    """Text keys that are JSON objects or arrays (``limno etl`` keeps a struct key as
+    its JSON text) as the values they say, typed like ``kafka from`` types JSON
+    (``{"ID":100}``: a struct of an int64), so that a format can give them a schema;
+    when no key is, the keys as they are (text). A key that starts like one but is not
+    JSON, or a run whose keys mix the two: InvalidInputError naming the record
+    (``where(i)``: the i-th key's record)."""
+    raws: list[str | None] = column.to_pylist()
+    shaped = [r is not None and r.lstrip()[:1] in ("{", "[") for r in raws]
+    if not any(shaped):
+        return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    odd = next((i for i, (r, s) in enumerate(zip(raws, shaped, strict=True)) if r and not s), None)
+    if odd is not None:
+        raise InvalidInputError(
+            f"{where(odd)}: its key {raws[odd]!r:.60} is not a JSON object or array, as other "
+            "keys of the run are (a key format gives the run's keys one schema)"
+        )
+    data = [None if r is None else r.encode() for r in raws]
+    found = _json_column(data, checked=False)
+    if found is not None:
+        return found
+    decoder, parsed = Decoder(), []
+    for i, raw in enumerate(data):
+        try:
+            parsed.append(None if raw is None else decoder.parse(raw))
+        except Undecodable as e:
+            raise InvalidInputError(f"{where(i)}: its key: {e}") from None
+    return decoder.column(parsed, list(range(len(parsed))), "keys")
+
+
 #: a value (as ``to_pylist`` gives it) as a message's bytes (None: a tombstone)
 Encoder = Callable[[Any], "str | bytes | None"]
 
@@ -312,23 +343,34 @@ def encoded(encoder: Encoder, column: pa.ChunkedArray | pa.Array) -> list[Any]:
 
 
 def encoder_for(
-    fmt: str, typ: pa.DataType, *, key: bool = False, topic: str = "", registry: str | None = None
+    fmt: str,
+    typ: pa.DataType,
+    *,
+    key: bool = False,
+    topic: str = "",
+    registry: str | None = None,
+    key_schema: bool = False,
 ) -> Encoder:
     """How ``kafka to`` writes values (or, ``key``: keys) of Arrow type ``typ`` to
     ``topic`` in format ``fmt``. A text key goes as its text in every format; in
     ``connect`` a key of another type (one ``kafka from`` decoded from an envelope) as
     an envelope; in ``avro`` keys go as text (JSON text when not text) and values in
-    Confluent's wire format, their schema registered at ``registry`` first."""
+    Confluent's wire format, their schema registered at ``registry`` first.
+
+    ``key_schema`` (``kafka to --key-format connect|avro``): keys of every type, text
+    included, go in the format with their schema, as values do (Avro: registered as
+    ``<topic>-key``), for a consumer that needs a typed key (a Connect struct)."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    plain = pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_null(typ)
-    if fmt == "json" or (key and (plain or fmt == "avro")):
+    text = pa.types.is_string(typ) or pa.types.is_large_string(typ)
+    as_text = pa.types.is_null(typ) or (not key_schema and (text or fmt == "avro"))
+    if fmt == "json" or (key and as_text):
         return _json_value
     if fmt == "avro":
         from limno.streams.formats_avro import avro_encoder
         from limno.streams.registry_client import registry_url
 
-        return avro_encoder(typ, topic, registry_url(registry))
+        return avro_encoder(typ, topic, registry_url(registry), key=key)
     schema = connect.connect_schema(typ)
 
     def envelope(value: Any) -> str | None:

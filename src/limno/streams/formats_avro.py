@@ -248,9 +248,10 @@ class AvroEncoder:
         return out.getvalue()
 
 
-def avro_encoder(typ: pa.DataType, topic: str, url: str) -> AvroEncoder:
-    """The encoder of values of ``typ`` to ``topic``: their schema registered under
-    ``<topic>-value`` at the registry ``url`` first."""
-    schema = avro_schema(typ, _name(topic))
-    schema_id = RegistryClient(url).register(f"{topic}-value", json.dumps(schema))
+def avro_encoder(typ: pa.DataType, topic: str, url: str, *, key: bool = False) -> AvroEncoder:
+    """The encoder of values (``key``: keys) of ``typ`` to ``topic``: their schema
+    registered under ``<topic>-value`` (``<topic>-key``) at the registry ``url`` first."""
+    part = "key" if key else "value"
+    schema = avro_schema(typ, _name(topic) + ("_key" if key else ""))
+    schema_id = RegistryClient(url).register(f"{topic}-{part}", json.dumps(schema))
     return AvroEncoder(typ, schema_id, schema)

@@ -102,6 +102,9 @@ _REFRESH = 5.0
 _ATTEMPTS = 20
 #: seconds a metadata call may take
 _METADATA_TIMEOUT = 15.0
+#: seconds past ``exit_after`` that a run still waits for records its topic held when
+#: their partition was assigned (a loaded broker can be slow to send the first ones)
+_CATCH_UP_GRACE = 60.0
 
 
 @dataclass
@@ -208,6 +211,9 @@ class _Sync:
         self.decoder = decoder_for(opts.format, opts.registry)
         self.dead: DeadLetters | None = None  # set by sync_from (--dead-letter)
         self.assigned: set[tuple[str, int]] = set()
+        #: with ``exit_after``: partitions not yet read up to the end offset they had
+        #: when assigned, and that offset (an idle run does not stop before them)
+        self.behind: dict[tuple[str, int], int] = {}
         self.pending: list[Message] = []
         self.report = SyncReport()
 
@@ -222,8 +228,34 @@ class _Sync:
                         TopicPartition(topic, p, done[p] + 1 if p in done else OFFSET_BEGINNING)
                     )
         if starts:
+            if self.opts.exit_after is not None:
+                self._note_ends(starts)
             self.consumer.incremental_assign(starts)
             self.assigned.update((tp.topic, tp.partition) for tp in starts)
+
+    def _note_ends(self, starts: list[TopicPartition]) -> None:
+        """Each new partition's end offset, where its start lies before it."""
+        for tp in starts:
+            try:
+                low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition), timeout=_METADATA_TIMEOUT
+                )
+            except KafkaException as e:
+                raise kafka_error(self.opts.bootstrap, e.args[0] if e.args else e) from None
+            start = low if tp.offset == OFFSET_BEGINNING else max(tp.offset, low)
+            if start < high:
+                self.behind[(tp.topic, tp.partition)] = high
+
+    def caught_up(self) -> bool:
+        """Whether every partition has been read up to the end it had when assigned
+        (its position there: transaction markers hold offsets no message carries)."""
+        if self.behind:
+            keys = list(self.behind)
+            positions = self.consumer.position([TopicPartition(t, p) for t, p in keys])
+            for key, tp in zip(keys, positions, strict=True):
+                if tp.offset >= self.behind[key]:
+                    del self.behind[key]
+        return not self.behind
 
     def _load(self, table: pa.Table, message: str, meta: dict[str, Any]) -> Commit:
         """Commit ``table`` onto the head at which the branch's offsets were checked to
@@ -252,6 +284,10 @@ class _Sync:
             err = m.error()
             if err is not None:
                 raise kafka_error(self.opts.bootstrap, err)
+            where = (str(m.topic()), int(m.partition() or 0))
+            end = self.behind.get(where)
+            if end is not None and int(m.offset() or 0) + 1 >= end:
+                del self.behind[where]
         self.pending += messages
 
     def commit(self, batch: list[Message]) -> bool:
@@ -382,6 +418,8 @@ def _consume(
             wait = batch_start + opts.batch_interval - now
         elif opts.exit_after is not None:
             wait = last_message + opts.exit_after - now
+            if wait <= 0:  # idle long enough, but records its topic held are still due
+                wait = 1.0
         else:
             wait = _REFRESH
         wanted = min(_CONSUME_MAX, opts.batch_rows - len(sync.pending))
@@ -403,6 +441,7 @@ def _consume(
             not sync.pending
             and opts.exit_after is not None
             and now - last_message >= opts.exit_after
+            and (sync.caught_up() or now - last_message >= opts.exit_after + _CATCH_UP_GRACE)
         ):
             return
         if now >= refresh_at:

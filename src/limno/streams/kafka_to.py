@@ -3,9 +3,11 @@
 What is produced: the records of a ref that ``kafka from`` made (``{kafka:{topic,
 partition, offset}, key, value, headers}``), each to the SAME partition number of the
 target topic, in offset order: a partition-preserving mirror. The key is the
-record's key text; the value its JSON (a text value as it is: values ``kafka from``
-widened to JSON text go back as that text; null: a tombstone); the headers are the
-record's, plus ``limno.offset``, the record's source offset.
+record's key text (``key_format`` connect or avro: with its schema, a struct key kept
+as JSON text, as ``limno etl`` keeps one, as that struct); the value its JSON (a text
+value as it is: values ``kafka from`` widened to JSON text go back as that text; null:
+a tombstone); the headers are the record's, plus ``limno.offset``, the record's source
+offset.
 
 Where to resume: the topic itself says. On start the last message of each target
 partition is read; its ``limno.offset`` header is the last source offset that
@@ -49,7 +51,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from limno.errors import InvalidInputError, LimnoError, NotFoundError
 from limno.streams.follow import DEFAULT_INTERVAL, follow
-from limno.streams.formats import encoded, encoder_for
+from limno.streams.formats import encoded, encoder_for, json_keys
 from limno.streams.kafka_from import consumer_config, kafka_error, partitions_of
 from limno.streams.kafka_records import KAFKA_TYPE
 
@@ -80,6 +82,10 @@ class ToOptions:
     source_topic: str | None = None
     #: how keys and values are written: a name of :data:`limno.streams.formats.FORMATS`
     format: str = "json"
+    #: how keys are written, when not as ``format`` says: ``text`` (their text, JSON
+    #: text when not text), ``connect`` or ``avro`` (with their schema, text keys that
+    #: are JSON objects or arrays as those: :func:`limno.streams.formats.json_keys`)
+    key_format: str | None = None
     #: the schema registry of ``format`` avro (None: ``$LIMNO_SCHEMA_REGISTRY``)
     registry: str | None = None
     #: produce in transactions with this ``transactional.id`` (None: idempotent only)
@@ -199,13 +205,20 @@ def _messages(table: pa.Table, resume: dict[int, int], opts: ToOptions) -> Itera
     table = _after(table, resume)
     if opts.format == "json":
         table = _json_values(table)
+    typed_keys = opts.key_format in ("connect", "avro")
+    key_type = _type(table, "key")
+    if typed_keys and (pa.types.is_string(key_type) or pa.types.is_large_string(key_type)):
+        table = table.set_column(
+            table.schema.get_field_index("key"), "key", json_keys(table["key"], _where(table, opts))
+        )
     encode_key, encode_value = (
         encoder_for(
-            opts.format,
+            _key_format(opts) if name == "key" else opts.format,
             _type(table, name),
             key=name == "key",
             topic=opts.topic,
             registry=opts.registry,
+            key_schema=typed_keys,
         )
         for name in ("key", "value")
     )
@@ -231,6 +244,23 @@ def _messages(table: pa.Table, resume: dict[int, int], opts: ToOptions) -> Itera
             if headers
             else [(OFFSET_HEADER, offset)],
         }
+
+
+def _key_format(opts: ToOptions) -> str:
+    """The format keys are written in (``text``: as ``json`` writes keys)."""
+    if opts.key_format is None:
+        return opts.format
+    return "json" if opts.key_format == "text" else opts.key_format
+
+
+def _where(table: pa.Table, opts: ToOptions) -> Callable[[int], str]:
+    """The record of the i-th row, in words (for an error)."""
+
+    def where(i: int) -> str:
+        partition, offset = table["__p"][i].as_py(), table["__o"][i].as_py()
+        return f"pool {opts.pool} record of partition {partition} offset {offset}"
+
+    return where
 
 
 def _headers(table: pa.Table) -> list[Any] | None:

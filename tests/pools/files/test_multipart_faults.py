@@ -14,18 +14,20 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from limno.errors import LimnoError, NotFoundError
+from faultsuite import faulted_outcome
+from limno.errors import NotFoundError
 from limno.lake import Lake
 from limno.pools.files import multipart as mp
 from limno.pools.files.blobs import BLOB_DIR
 from limno.pools.files.multipart import Multipart, expire_uploads
 from limno.pools.files.pool import FilePool
 from limno.storage import open_storage
-from limno.storage._faults import Crash, FaultyStorage, Rule
+from limno.storage._faults import FaultyStorage, Rule
 
 SMALL = 1024
 NEVER = 10**9
@@ -91,15 +93,7 @@ def test_complete_faulted_at_every_call(tmp_path: Path) -> None:
             store = FaultyStorage(open_storage(uri), threads=not_heartbeats)
             m = Multipart(Lake(store).file_pool("files"))
             store.rules = [Rule("any", k, fault)]
-            result = "ok"
-            try:
-                m.complete(uid, listed)
-            except LimnoError:
-                assert fault == "fail", where
-                result = "failed"
-            except Crash:
-                assert fault != "fail", where
-                result = "crashed"
+            result = faulted_outcome(partial(m.complete, uid, listed), fault, where)
             reached = store.counts.get((0, "n"), 0) >= k
             assert result != "ok" or fault == "fail" or not reached, f"{where}: survived"
             seen[check(uri, uid, listed, result, where)] += 1

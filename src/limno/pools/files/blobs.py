@@ -144,6 +144,8 @@ class BlobWriter:
         hashed: bool = True,
         at: str | None = None,
     ) -> None:
+        if max_size is not None and max_size < 0:  # else "too large: more than -1 bytes"
+            raise InvalidInputError(f"max_size must be 0 or more (bytes), not {max_size}")
         self.storage = storage
         self.id = ksuid()
         self.path = blob_path(pool_id, self.id) if at is None else f"{at}/{self.id}"

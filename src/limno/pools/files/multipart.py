@@ -105,6 +105,7 @@ class _Pool(Protocol):
         since: int | None = None,
         *,
         if_none_match: bool = False,
+        if_match: str | None = None,
     ) -> FileEntry: ...
 
 
@@ -386,14 +387,16 @@ class Multipart:
         parts: Sequence[tuple[int, str]],
         metadata: Mapping[str, str] | None = None,
         if_none_match: bool = False,
+        if_match: str | None = None,
     ) -> FileEntry:
         """Make the listed parts (number, ETag), in that order, one object staged on the
         upload's branch, and end the upload. MultipartError with S3's reason when a part
         is missing or has another ETag, the list is not ascending, or a part but the
         last is under 5 MiB. ``metadata`` is added to the upload's (the S3 gateway's
         part sizes), staged with the object in its one stage. ``if_none_match``: only if
-        the path does not exist on the branch (PreconditionFailedError; the upload stays,
-        as S3 keeps it, and the joined blob is left for vacuum)."""
+        the path does not exist on the branch, ``if_match``: only if its ETag is this one
+        (PreconditionFailedError, judged as the entry is staged, atomically among writers;
+        the upload stays, as S3 keeps it, and the joined blob is left for vacuum)."""
         up = self.upload(upload_id)
         if not parts:
             raise InvalidInputError("a multipart upload completes with at least one part")
@@ -442,7 +445,9 @@ class Multipart:
             # a failed stage may still have landed (a lost reply) or be read meanwhile:
             # the blob stays for vacuum, which frees it past the grace period if no
             # staging entry names it (files_contract.md, E1's change)
-            staged = self.pool.stage_entry(up.branch, entry, since, if_none_match=if_none_match)
+            staged = self.pool.stage_entry(
+                up.branch, entry, since, if_none_match=if_none_match, if_match=if_match
+            )
         self._remove(upload_id)
         return staged
 

@@ -20,7 +20,7 @@ import builtins
 import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from limno.core.commits import Commit
@@ -151,7 +151,7 @@ class FilePool(Branching):
         InvalidInputError, and nothing is kept. ``late_metadata``: more metadata known
         only once ``data`` has ended (the S3 gateway's trailer checksums), asked for
         after the last byte and staged with the entry, in its one stage (a second stage
-        could undo a newer write of the path: a staging entry has no compare-and-swap).
+        could undo a newer write of the path).
         """
         validate_path(path)
         meta = user_metadata(metadata)
@@ -230,9 +230,9 @@ class FilePool(Branching):
         """Stage a conditional write as one step among writers of the path: the staged
         entry its conditions were judged against is replaced only if it is still there,
         a new one is created put-if-absent (:meth:`Staging.stage_replacing`)."""
-        current, checked = self._current_and_staged(branch, path)
+        current, checked, committed = self._current_and_staged(branch, path)
         self._judge(branch, path, current, if_match, if_none_match)
-        if not self.versioned.stage_replacing(branch, path, value, since, checked):
+        if not self.versioned.stage_replacing(branch, path, value, since, checked, committed):
             what = "If-None-Match" if if_none_match else "If-Match"  # another writer won
             raise PreconditionFailedError(f"{self.name}@{branch}/{path} changed meanwhile ({what})")
 
@@ -261,18 +261,20 @@ class FilePool(Branching):
         since: int | None = None,
         *,
         if_none_match: bool = False,
+        if_match: str | None = None,
     ) -> FileEntry:
         """Stage an entry whose bytes exist already (a copy names the same blob or URI; a
         completed multipart upload its new blob). ``since`` is the gc ticket read before
         those bytes were written or read (None: the commit checks them against vacuum's
-        tombstones). ``if_none_match``: only if the path is absent (one writer wins)."""
+        tombstones). ``if_none_match``: only if the path is absent; ``if_match``: only if
+        its ETag is this one (``*``: any); either way one step among writers, one wins."""
         validate_path(entry.path)
         value = entry.to_value()
         FileEntry.from_value(entry.path, value)  # exactly one of object / uri
-        if not if_none_match:
+        if not if_none_match and if_match is None:
             self.versioned.stage(branch, entry.path, value, since)
         else:
-            self._stage_if(branch, entry.path, value, since, None, True)
+            self._stage_if(branch, entry.path, value, since, if_match, if_none_match)
         if entry.object is not None:
             # no lease covers bytes written (or read) before: make sure vacuum has not
             # taken them meanwhile, else take the entry back (see core.gc.Gc.confirm)
@@ -296,11 +298,13 @@ class FilePool(Branching):
         metadata: Mapping[str, str] | None = None,
         content_type: str | None = None,
         if_none_match: bool = False,
+        if_match: str | None = None,
     ) -> FileEntry:
         """Stage ``dst_path`` on ``branch`` naming the bytes of ``src_path`` at ``src_ref``
         (any ref; a branch with its staged changes): no byte is copied. Metadata and
         content type are the source's unless given; the mtime is now. ``if_none_match``:
-        only if ``dst_path`` does not exist on the branch (PreconditionFailedError)."""
+        only if ``dst_path`` does not exist on the branch, ``if_match``: only if its ETag
+        is this one (PreconditionFailedError, as :meth:`put`'s)."""
         validate_path(dst_path)
         self.versioned.writable_head(branch)
         ticket = self.versioned.gc.ticket()  # before reading what will be referenced again
@@ -317,7 +321,9 @@ class FilePool(Branching):
             uri=src.uri,
         )
         since = self.versioned.trusted_ticket(ticket, resolved)
-        return self.stage_entry(branch, entry, since, if_none_match=if_none_match)
+        return self.stage_entry(
+            branch, entry, since, if_none_match=if_none_match, if_match=if_match
+        )
 
     def remove(self, branch: str, paths: Sequence[str]) -> list[str]:
         """Stage the removal of ``paths`` on ``branch``; those that existed, in order.
@@ -357,12 +363,16 @@ class FilePool(Branching):
         author: str | None = None,
         meta: Mapping[str, Any] | None = None,
         prefix: str | None = None,
+        writes: Collection[str] | None = None,
     ) -> Commit:
         """Commit everything staged on ``branch`` (or only under ``prefix``) in one atomic
         commit: a staged entry is an ``add``, a tombstone a ``delete`` of the committed
-        entry. InvalidInputError if nothing is staged there."""
+        entry. InvalidInputError if nothing is staged there. ``writes``: only these paths,
+        and a conditional write's only if no other was committed since it was judged."""
         v = self.versioned
         docs = self._docs(branch, prefix or "")
+        if writes is not None:
+            docs = {k: d for k, d in docs.items() if k in writes}
         where = f" under {prefix!r}" if prefix else ""
         if not docs:
             raise InvalidInputError(f"nothing staged on branch {branch!r}{where}")
@@ -382,6 +392,7 @@ class FilePool(Branching):
             author=author,
             meta=meta,
             since=since,
+            validate=None if writes is None else v.judged_check(branch, docs, writes),
         )
         # landed: a failure now must not report it failed; what stays staged is dropped
         # when next read (Staging._drop_landed). A path staged again meanwhile stays.
@@ -445,13 +456,15 @@ class FilePool(Branching):
 
     def _current_and_staged(
         self, branch: str, path: str
-    ) -> tuple[FileEntry | None, dict[str, Any] | None]:
-        """:meth:`_current`, and the staged value it comes from (None: none staged)."""
+    ) -> tuple[FileEntry | None, dict[str, Any] | None, dict[str, Any] | None]:
+        """:meth:`_current`, the staged value it comes from (None: none staged), and when
+        none is, the committed value it comes from (None: none)."""
         staged = self.versioned.staged_doc(branch, path)
         if staged is not None:
-            return entry_of(path, staged[0]), staged[0]
+            return entry_of(path, staged[0]), staged[0], None
         snapshot = self.versioned.commits.get(self.versioned.head(branch)).snapshot
-        return entry_of(path, self.versioned.snapshots.get(snapshot, path)), None
+        committed = self.versioned.snapshots.get(snapshot, path)
+        return entry_of(path, committed), None, committed
 
     def _stat(self, path: str, resolved: Resolved, ref: str | None) -> FileEntry:
         validate_path(path)
