@@ -10,6 +10,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import pytest
+
 from bounded import join_all
 from limno.errors import NotFoundError
 from limno.storage import Storage, open_storage
@@ -171,3 +173,23 @@ def test_a_local_conditional_replace_leaves_no_file_behind(tmp_path: Path) -> No
     assert store.replace_if_equal("d", b"y", b"") is False
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["d", "k"]
     assert store.list_partial() == []
+
+
+def test_a_put_whose_object_is_deleted_at_once_succeeds(
+    store: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer deleting the object between the write and the put's own look at
+    it (a multipart completion removing a part record being uploaded): the put still
+    succeeds, saying what it wrote (it raised 'object not found' on memory and S3)."""
+    real_head = store.head
+
+    def deleted_first(path: str) -> object:
+        store.delete(path)
+        return real_head(path)
+
+    for put in (store.put, store.put_if_absent):
+        monkeypatch.setattr(store, "head", deleted_first)
+        info = put("gone", b"12345")
+        monkeypatch.undo()
+        assert (info.path, info.size) == ("gone", 5)
+        assert not store.exists("gone")

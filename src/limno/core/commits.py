@@ -16,8 +16,10 @@ revert like data (see :mod:`limno.pools.records.indexing`).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import heapq
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,43 @@ from limno.core.committed import _LRU
 from limno.errors import CorruptError, NotFoundError
 from limno.storage import Storage
 
-__all__ = ["ACTION_OPS", "Action", "Commit", "CommitStore", "now_iso"]
+__all__ = [
+    "ACTION_OPS",
+    "MAX_COMMIT_ATTEMPTS",
+    "Action",
+    "Commit",
+    "CommitStore",
+    "default_author",
+    "now_iso",
+]
+
+#: how many times a commit or merge is tried when its branch moved meanwhile
+MAX_COMMIT_ATTEMPTS = 200
+
+
+#: the environment variables getpass.getuser() reads before the user database
+_USER_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
+
+
+def default_author() -> str:
+    """Who runs this process, as getpass.getuser() says; the user database (a file read)
+    is asked once."""
+    import getpass  # writers only
+
+    if any(os.environ.get(name) for name in _USER_VARIABLES):
+        return getpass.getuser()
+    return _account_name()
+
+
+@functools.cache
+def _account_name() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user database (containers): fall back
+        return "unknown"
+
 
 #: what an action does to its entry (see :class:`Action`)
 ACTION_OPS = ("add", "create", "delete")

@@ -82,8 +82,19 @@ def staging_name(key: str) -> str:
     return f"~{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
 
 
+#: the committed values a staged conditional write holds over (see Staging.judged_check)
+Judged = list[dict[str, Any] | None]
+
+
 def _parse_doc(path: str, raw: bytes) -> tuple[str, dict[str, Any], int | None]:
     """A staging entry's bytes as (key, value, ticket); CorruptError if unreadable."""
+    return _parse_judged(path, raw)[:3]
+
+
+def _parse_judged(path: str, raw: bytes) -> tuple[str, dict[str, Any], int | None, Judged | None]:
+    """:func:`_parse_doc` and the committed values the entry's condition holds over
+    (None: no condition recorded, an unconditional write or one staged before they
+    were recorded), from one parse."""
     try:
         doc = json.loads(raw)
         key, value = doc["key"], doc["value"]
@@ -92,23 +103,14 @@ def _parse_doc(path: str, raw: bytes) -> tuple[str, dict[str, Any], int | None]:
         raise CorruptError(f"{path}: unreadable staging entry ({e})") from e
     if not isinstance(key, str) or not isinstance(value, dict):
         raise CorruptError(f"{path}: unreadable staging entry")
-    return key, value, since if isinstance(since, int) else None
+    judged = doc.get("judged")
+    if not isinstance(judged, list) or not all(v is None or isinstance(v, dict) for v in judged):
+        judged = None
+    return key, value, since if isinstance(since, int) else None, judged
 
 
 #: how many committed values a staged conditional write keeps to be judged against
 _JUDGED = 16
-
-
-def _judged(raw: bytes) -> list[dict[str, Any] | None] | None:
-    """The committed values a staging entry's condition holds over (None: no condition
-    recorded, an unconditional write or one staged before they were recorded)."""
-    try:
-        judged = json.loads(raw).get("judged")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(judged, list) or not all(v is None or isinstance(v, dict) for v in judged):
-        return None
-    return judged
 
 
 class Staging:
@@ -186,7 +188,7 @@ class Staging:
             return False
         if _parse_doc(path, raw)[1] != checked:
             return False
-        earlier = _judged(raw)
+        earlier = _parse_judged(path, raw)[3]
         if earlier is not None:  # the staged write's own landing, or what it held over
             judged = [None if is_tombstone(checked) else dict(checked), *earlier]
             # bounded: the newest landings and the committed value the chain began on
@@ -220,39 +222,29 @@ class Staging:
         since = doc.get("since")
         return value, since if isinstance(since, int) and not isinstance(since, bool) else None
 
-    def judged_check(
-        self,
-        branch: str,
-        docs: Mapping[str, tuple[Mapping[str, Any], int | None]],
-        keys: Iterable[str],
-    ) -> Callable[[Commit], None]:
+    def judged_check(self, guards: Mapping[str, Judged]) -> Callable[[Commit], None]:
         """A commit's ``validate`` (see :meth:`~limno.core.versioning.Versioned.commit`)
-        that refuses, with PreconditionFailedError, to land a staged conditional write
-        of ``keys`` (among ``docs``, as read for the commit) on a parent whose committed
-        value of the key is none of those its condition was judged against: another
-        writer's commit landed in between. Run on every attempt of the commit's
-        compare-and-swap, so no commit can slip between the check and the landing."""
-        prefix = self._staging_prefix(branch)
-        guards: dict[str, list[dict[str, Any] | None]] = {}
-        for key in keys:
-            if key not in docs:
-                continue
-            path = f"{prefix}/{staging_name(key)}"
-            try:
-                raw = self.storage.get(path)
-            except NotFoundError:
-                continue
-            judged = _judged(raw)
-            if judged is not None and _parse_doc(path, raw)[1] == docs[key][0]:
-                guards[key] = judged
+        that refuses, with PreconditionFailedError naming every such key, to land a
+        staged conditional write (``guards``: key -> the committed values its condition
+        holds over, read with the staged entries the commit lands: see
+        :meth:`staged_docs`) on a parent whose committed value of the key is none of
+        those: another writer's commit landed after the condition was judged, and the
+        write would overwrite (or delete) a version it never saw. Run on every attempt
+        of the commit's compare-and-swap, so no commit can slip between the check and
+        the landing."""
 
         def check(parent: Commit) -> None:
-            for key, allowed in guards.items():
-                if self.snapshots.get(parent.snapshot, key) not in allowed:
-                    raise PreconditionFailedError(
-                        f"{key!r} was committed by another write after this write's"
-                        " condition was judged (If-Match / If-None-Match)"
-                    )
+            stale = [
+                key
+                for key, allowed in sorted(guards.items())
+                if self.snapshots.get(parent.snapshot, key) not in allowed
+            ]
+            if stale:
+                raise PreconditionFailedError(
+                    f"{', '.join(map(repr, stale))} committed by another write after the"
+                    " staged write's condition was judged (If-Match / If-None-Match):"
+                    " nothing committed; write them again, or discard them"
+                )
 
         return check
 
@@ -264,24 +256,36 @@ class Staging:
         """How many entries ``branch`` has staged (tombstones too): a listing, no reads."""
         return sum(1 for _ in self.storage.walk(self._staging_prefix(branch) + "/"))
 
-    def staged_docs(self, branch: str) -> dict[str, tuple[dict[str, Any], int | None]]:
-        """Staged entries (tombstones too) with the ticket each was written under."""
-        return self._staged_docs(branch)
+    def staged_docs(
+        self, branch: str, judged: dict[str, Judged] | None = None
+    ) -> dict[str, tuple[dict[str, Any], int | None]]:
+        """Staged entries (tombstones too) with the ticket each was written under;
+        ``judged``, if given, gets the committed values each conditional write among
+        them holds over (for :meth:`judged_check`), read with it: no second request."""
+        return self._staged_docs(branch, judged)
 
-    def _staged_docs(self, branch: str) -> dict[str, tuple[dict[str, Any], int | None]]:
+    def _staged_docs(
+        self, branch: str, judged: dict[str, Judged] | None = None
+    ) -> dict[str, tuple[dict[str, Any], int | None]]:
         """Staged entries with the ticket each was written under (None: unknown)."""
         out: dict[str, tuple[dict[str, Any], int | None]] = {}
+        guards: dict[str, Judged] = {}
         paths = [info.path for info in self.storage.walk(self._staging_prefix(branch))]
         for doc in _each(self.storage, self._read_doc, paths):
             if doc is not None:
-                key, value, since = doc
+                key, value, since, held = doc
                 out[key] = (value, since)
-        return self._drop_landed(branch, out)
+                if held is not None:
+                    guards[key] = held
+        out = self._drop_landed(branch, out)
+        if judged is not None:
+            judged.update((k, g) for k, g in guards.items() if k in out)
+        return out
 
-    def _read_doc(self, path: str) -> tuple[str, dict[str, Any], int | None] | None:
-        """One staging entry: (key, value, ticket), or None if it is gone."""
+    def _read_doc(self, path: str) -> tuple[str, dict[str, Any], int | None, Judged | None] | None:
+        """One staging entry: (key, value, ticket, judged), or None if it is gone."""
         try:
-            return _parse_doc(path, self.storage.get(path))
+            return _parse_judged(path, self.storage.get(path))
         except NotFoundError:
             return None  # committed or dropped meanwhile
 

@@ -17,15 +17,22 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from limno.core.commits import Action, Commit, CommitStore, now_iso
+from limno.core.commits import (
+    MAX_COMMIT_ATTEMPTS,
+    Action,
+    Commit,
+    CommitStore,
+    default_author,
+    now_iso,
+)
 from limno.core.committed import EMPTY, Snapshots
 from limno.core.hooks import Hooks
+from limno.core.merging import MergeResult, Merging
 from limno.core.protection import not_a_branch
 from limno.core.refs import RefStore, Resolved
 from limno.core.staging import Staging
@@ -51,32 +58,6 @@ else:
 
 __all__ = ["DiffEntry", "MergeResult", "Versioned", "default_author"]
 
-MAX_COMMIT_ATTEMPTS = 200
-
-
-#: the environment variables getpass.getuser() reads before the user database
-_USER_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
-
-
-def default_author() -> str:
-    """Who runs this process, as getpass.getuser() says; the user database (a file read)
-    is asked once."""
-    import getpass  # writers only
-
-    if any(os.environ.get(name) for name in _USER_VARIABLES):
-        return getpass.getuser()
-    return _account_name()
-
-
-@functools.cache
-def _account_name() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no user database (containers): fall back
-        return "unknown"
-
 
 def _op_counts(actions: Sequence[Action]) -> dict[str, int]:
     """How many actions of each op a commit has: the hooks' summary of a change (the
@@ -85,16 +66,6 @@ def _op_counts(actions: Sequence[Action]) -> dict[str, int]:
     for a in actions:
         counts[a.op] = counts.get(a.op, 0) + 1
     return counts
-
-
-@dataclass(frozen=True)
-class MergeResult:
-    """What a merge did: ``kind`` is ``fast-forward``, ``merge`` or ``up-to-date``."""
-
-    kind: str
-    commit: str
-    base: str | None
-    resolved: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,8 +78,9 @@ class DiffEntry:
     new: dict[str, Any] | None
 
 
-class Versioned(Staging):
-    """Versioning state of one pool (its branches' staging areas: :class:`Staging`)."""
+class Versioned(Merging, Staging):
+    """Versioning state of one pool (its branches' staging areas: :class:`Staging`; its
+    merges and cherry-picks: :class:`Merging`)."""
 
     def __init__(self, storage: Storage, pool_id: str, name: str | None = None) -> None:
         self.storage = storage
@@ -345,7 +317,7 @@ class Versioned(Staging):
             f"branch {branch!r}: gave up after {MAX_COMMIT_ATTEMPTS} concurrent updates"
         )
 
-    # -- git operations ------------------------------------------------------------
+    # -- git operations (merges and cherry-picks: Merging) ---------------------------
     def diff(self, old: str, new: str) -> list[DiffEntry]:
         """Entries that differ from commit ``old`` to commit ``new``, in key order."""
         a, b = self.commits.get(old).snapshot, self.commits.get(new).snapshot
@@ -354,190 +326,6 @@ class Versioned(Staging):
             change = "added" if va is None else "removed" if vb is None else "changed"
             out.append(DiffEntry(change, key, va, vb))
         return out
-
-    def merge_base(self, a: str, b: str) -> str | None:
-        return merge.merge_base(self.commits, a, b)
-
-    def _side(self, base: str, commit: Commit) -> dict[str, tuple[Any, Any]]:
-        return {k: (va, vb) for k, va, vb in self.snapshots.diff(base, commit.snapshot)}
-
-    def merge(
-        self,
-        source: str,
-        into: str,
-        strategy: str = "fail",
-        message: str = "",
-        author: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-        fast_forward: bool = True,
-        direct: bool = False,
-        fence: Requirement | None = None,
-    ) -> MergeResult:
-        """Merge ref ``source`` into branch ``into`` (see :mod:`limno.core.merge`).
-
-        Fast-forwards when ``into`` is an ancestor of the source (unless
-        ``fast_forward`` is off); otherwise makes a merge commit with parents
-        ``(into's head, source)`` whose actions are the changes to ``into``. The
-        strategy is recorded in the commit's meta. Retries if ``into`` moves. A merge
-        may move a protected branch unless it is ``direct`` (a transaction's: a direct
-        write by other means), which is refused there as a commit is. ``fence`` is a
-        condition on the branch store that the landing append checks too (a merge
-        request's claim), so a merger that lost its claim cannot move ``into``.
-        """
-        merge.plan_merge({}, {}, strategy)  # validates the strategy before any work
-        if direct:
-            self.refs.protection.check(into)
-        ticket = self.gc.ticket()
-        resolved = self.resolve(source)
-        src = resolved.commit
-        since = self.trusted_ticket(ticket, resolved)
-        author = author or default_author()
-        payload = {
-            "pool": self.name,
-            "pool_id": self.pool_id,
-            "branch": into,
-            "source": source,
-            "source_commit": src,
-            "strategy": strategy,
-            "author": author,
-            "message": message,
-            "meta": dict(meta or {}),
-        }
-        self.hooks.fire("pre-merge", payload)
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
-            head = self.head(into)
-            base = self.merge_base(src, head)
-            if base == src:
-                return MergeResult("up-to-date", head, base)
-            try:
-                if base == head and fast_forward:
-                    result = MergeResult("fast-forward", src, base)
-                else:
-                    result = self._merge_commit(
-                        source, src, into, head, base, strategy, message, author, meta
-                    )
-                self._land(into, head, result.commit, since, direct, fence)
-            except PreconditionFailedError:
-                backoff(attempt)
-                continue
-            done = {"commit": result.commit, "kind": result.kind, "previous": head}
-            self.hooks.fire("post-merge", {**payload, **done})
-            return result
-        raise ConflictError(
-            f"branch {into!r}: gave up after {MAX_COMMIT_ATTEMPTS} concurrent updates"
-        )
-
-    def _merge_commit(
-        self,
-        source: str,
-        src: str,
-        into: str,
-        head: str,
-        base: str | None,
-        strategy: str,
-        message: str,
-        author: str,
-        meta: Mapping[str, Any] | None,
-    ) -> MergeResult:
-        """The merge commit of ``src`` into ``head``, written: the caller lands it."""
-        base_snap = EMPTY if base is None else self.commits.get(base).snapshot
-        dest = self.commits.get(head)
-        s_side = self._side(base_snap, self.commits.get(src))
-        d_side = self._side(base_snap, dest)
-        plan = merge.plan_merge(s_side, d_side, strategy)
-        if plan.conflicts:
-            raise ConflictError(
-                f"merge of {source} into {into}: {len(plan.conflicts)} conflicting"
-                f" entr{'y' if len(plan.conflicts) == 1 else 'ies'} (changed on both sides):"
-                f" {', '.join(plan.conflicts)}",
-            )
-        actions = []
-        for key, value in sorted(plan.changes.items()):
-            if value is None:
-                now = d_side[key][1] if key in d_side else s_side[key][0]
-                actions.append(Action("delete", key, now or {}))
-            else:
-                actions.append(Action("add", key, value))
-        info: dict[str, Any] = {
-            "source": source,
-            "source_commit": src,
-            "base": base,
-            "strategy": strategy,
-        }
-        if plan.resolved:
-            info["resolved"] = list(plan.resolved)
-        if self.prepare is not None:
-            self.prepare(dest, actions)
-        commit = Commit(
-            id=ksuid(),
-            parents=(head, src),
-            snapshot=self.snapshots.apply(dest.snapshot, plan.changes),
-            author=author,
-            date=now_iso(),
-            message=message or f"merge {source} into {into}",
-            meta={**dict(meta or {}), "merge": info},
-            actions=tuple(actions),
-        )
-        self.commits.put(commit)
-        return MergeResult("merge", commit.id, base, plan.resolved)
-
-    def _land(
-        self,
-        branch: str,
-        head: str,
-        new: str,
-        since: int | None,
-        direct: bool = False,
-        fence: Requirement | None = None,
-    ) -> None:
-        """Move ``branch`` from ``head`` to ``new`` by a merge (a protected branch allows
-        it unless ``direct``); PreconditionFailedError if it moved."""
-        lander = self.lander(functools.partial(self.added_keys, head, new), since)
-        try:
-            self.refs.move_branch(branch, head, new, lander, not direct, fence)
-        except StorageError:
-            if self.refs.branch(branch) != new:  # did the append land before the failure?
-                raise
-
-    def cherry_pick(
-        self,
-        commit_ref: str,
-        branch: str,
-        strategy: str = "fail",
-        author: str | None = None,
-    ) -> Commit:
-        """Apply the changes of one (non-merge) commit to ``branch`` as a new commit."""
-        picked = self.commits.get(self.resolve(commit_ref).commit)
-        if len(picked.parents) != 1:
-            raise InvalidInputError(f"cannot cherry-pick {picked.id}: a root or merge commit")
-        base = self.commits.get(picked.parents[0]).snapshot
-        head = self.head(branch)
-        s_side = self._side(base, picked)
-        d_side = self._side(base, self.commits.get(head))
-        plan = merge.plan_merge(s_side, d_side, strategy)
-        if plan.conflicts:
-            raise ConflictError(
-                f"cherry-pick of {picked.id} onto {branch}: conflicting entries:"
-                f" {', '.join(plan.conflicts)}"
-            )
-        if not plan.changes:
-            raise InvalidInputError(f"cherry-pick of {picked.id} changes nothing on {branch!r}")
-        current = self.commits.get(head).snapshot
-        actions = []
-        for key, value in sorted(plan.changes.items()):
-            if value is None:
-                actions.append(Action("delete", key, self.snapshots.get(current, key) or {}))
-            else:
-                actions.append(Action("add", key, value))
-        return self.commit(
-            branch,
-            actions,
-            message=picked.message,
-            author=author or picked.author,
-            meta={**dict(picked.meta), "cherry_pick": picked.id},
-            expected_head=head,
-            since=None,  # its objects come from history vacuum may have trimmed
-        )
 
     def reset(self, branch: str, ref: str) -> tuple[str, str]:
         """Point ``branch`` at ``ref`` (``reset --hard``) and drop its staged entries."""

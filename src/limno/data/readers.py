@@ -38,36 +38,33 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from functools import partial
-from typing import IO, Any, cast
+from typing import IO, Any
 
-import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
-import pyarrow.orc as porc
-import pyarrow.parquet as pq
 import pyarrow.types as pt
 
+from limno.data.binary_readers import (
+    read_arrow,
+    read_avro,
+    read_columnar,
+    read_parquet_dictionaries,
+    split_batches,
+)
 from limno.data.input_checks import (
-    check_arrow,
-    check_avro_schema,
     check_json_nesting,
     check_schema,
     check_text,
-    check_values,
     nesting_error,
     reason,
     without_empty_structs,
 )
 from limno.data.input_streams import Input, decompress, open_input, peek
-from limno.data.orc_footer import check_orc_tail
-from limno.data.parquet_input import NATIVE_ERRORS as _NATIVE_ERRORS
-from limno.data.parquet_input import row_groups
 from limno.data.plain_types import plain_batch
-from limno.data.python_rows import build, python_table
-from limno.data.schema import conform, from_avro, unify
+from limno.data.python_rows import python_table
+from limno.data.schema import conform, unify
 from limno.errors import InvalidInputError
 
 __all__ = ["FORMATS", "detect_format", "read_records", "read_table"]
@@ -164,7 +161,7 @@ def read_records(
         rows, checked = 0, None
         fmt = fmt or detect_format(name, head)
         kept = dictionaries and fmt == "parquet"
-        read = _read_parquet_dictionaries if kept else _READERS[fmt]
+        read = read_parquet_dictionaries if kept else _READERS[fmt]
         for batch in read(src, batch_rows):
             if batch.num_rows:
                 if checked is None or not batch.schema.equals(checked):
@@ -186,14 +183,6 @@ def read_table(path: str, fmt: str | None = None) -> pa.Table:
     batches = list(read_records(path, fmt))
     schema = unify(b.schema for b in batches)
     return pa.concat_tables([conform(b, schema) for b in batches])
-
-
-def _split(table: pa.Table | pa.RecordBatch, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    if isinstance(table, pa.RecordBatch):
-        for start in range(0, table.num_rows, batch_rows):
-            yield table.slice(start, batch_rows)
-    else:
-        yield from table.to_batches(max_chunksize=batch_rows)
 
 
 # -- text blocks -----------------------------------------------------------------------
@@ -244,7 +233,7 @@ def _cut(buf: bytes, quote: bytes | None) -> int:
 # -- JSON ------------------------------------------------------------------------------
 def _read_ndjson(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     for line, block in _blocks(src, None):
-        yield from _split(_ndjson_block(src.name, block, line), batch_rows)
+        yield from split_batches(_ndjson_block(src.name, block, line), batch_rows)
 
 
 def _ndjson_block(name: str, block: bytes, first_line: int) -> pa.Table:
@@ -301,7 +290,7 @@ def _read_json(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
     records = list(_json_document(src.name, src.stream.read()))
     for start in range(0, len(records), batch_rows):
         part = records[start : start + batch_rows]
-        yield from _split(
+        yield from split_batches(
             python_table(src.name, [r for _, r in part], [n for n, _ in part]), batch_rows
         )
 
@@ -379,7 +368,7 @@ def _read_delimited(src: Input, batch_rows: int, delimiter: str) -> Iterator[pa.
             dup = next((n for n in header if header.count(n) > 1), None)
             if dup is not None:
                 raise InvalidInputError(f"{src.name}: line {line}: duplicate column {dup!r}")
-        yield from _split(table, batch_rows)
+        yield from split_batches(table, batch_rows)
 
 
 def _csv_block(
@@ -463,137 +452,13 @@ def _record_line(block: bytes, number: int, quote: str | None) -> int:
     return 0
 
 
-# -- binary formats --------------------------------------------------------------------
-def _read_columnar(
-    src: Input, batch_rows: int, kind: str, dictionaries: bool = False
-) -> Iterator[pa.RecordBatch]:
-    """Parquet by row group, ORC by stripe. Both need a seekable source: the local file
-    itself, else (stdin, compressed input) the content read into memory."""
-    data = None if src.local else src.stream.read()
-    source = pa.OSFile(src.local) if src.local else pa.BufferReader(data)
-    with source:
-        if kind == "ORC":  # pyarrow aborts on some damaged footers: read them first
-            check_orc_tail(src.name, source)
-        try:
-            f = pq.ParquetFile(source) if kind == "Parquet" else porc.ORCFile(source)
-            schema = f.schema_arrow if isinstance(f, pq.ParquetFile) else f.schema
-        except _NATIVE_ERRORS as e:
-            raise _unreadable(src.name, f"not a valid {kind} file", e) from None
-        except UnicodeDecodeError:
-            raise InvalidInputError(f"{src.name}: a field name is not valid UTF-8") from None
-        check_schema(src.name, schema)  # before any data is read
-        if isinstance(f, pq.ParquetFile):
-            bad = partial(_unreadable, src.name)
-            parts = row_groups(f, src.local, data, bad, src.name, dictionaries)
-            for part in parts:
-                yield from _split(part, batch_rows)
-            return
-        rows = 0
-        for i in range(f.nstripes):
-            try:
-                stripe = f.read_stripe(i)
-            except _NATIVE_ERRORS as e:
-                where = f"stripe {i} (rows from {rows + 1})"
-                raise _unreadable(src.name, f"{where}: corrupt ORC data", e) from None
-            check_values(src.name, stripe, rows)
-            rows += stripe.num_rows
-            yield from _split(plain_batch(stripe), batch_rows)
-
-
-def _read_parquet_dictionaries(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    return _read_columnar(src, batch_rows, "Parquet", dictionaries=True)
-
-
-def _read_arrow(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    rows = 0
-    try:
-        if src.local is not None and src.head.startswith(b"ARROW1"):
-            with pa.OSFile(src.local) as f:
-                reader = pa.ipc.open_file(f)
-                check_schema(src.name, reader.schema)
-                for i in range(reader.num_record_batches):
-                    batch = reader.get_batch(i)
-                    check_arrow(src.name, batch, rows)
-                    yield from _split(batch, batch_rows)
-                    rows += batch.num_rows
-            return
-        if src.head.startswith(b"ARROW1"):
-            src.stream.read(8)  # the file format is the stream format after 8 magic bytes
-        stream = pa.ipc.open_stream(src.stream)
-        check_schema(src.name, stream.schema)
-        for batch in stream:
-            check_arrow(src.name, batch, rows)
-            yield from _split(batch, batch_rows)
-            rows += batch.num_rows
-    except _NATIVE_ERRORS as e:
-        what = "corrupt Arrow data" if rows else "not a valid Arrow IPC file"
-        where = f"record {rows + 1}: " if rows else ""
-        raise _unreadable(src.name, f"{where}{what}", e) from None
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"{src.name}: a field name is not valid UTF-8") from None
-
-
-def _unreadable(name: str, what: str, e: BaseException) -> InvalidInputError:
-    """The error for a binary input a native reader refused (its own nesting limits,
-    and Python's recursion limit in fastavro, are reported as :func:`nesting_error`)."""
-    why = reason(e)
-    if isinstance(e, RecursionError) or "deeply nested" in why or "recursion depth" in why:
-        return nesting_error(name)
-    return InvalidInputError(f"{name}: {what} ({why})")
-
-
-def _read_avro(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    try:
-        reader = fastavro.reader(src.stream)
-    except InvalidInputError:
-        raise
-    except Exception as e:
-        raise _unreadable(src.name, "not a valid Avro file", e) from None
-    check_avro_schema(src.name, reader.writer_schema)
-    try:
-        typ = from_avro(reader.writer_schema)
-    except InvalidInputError as e:
-        raise InvalidInputError(f"{src.name}: {e}") from None
-    except (LookupError, TypeError, ValueError, pa.ArrowException) as e:
-        raise InvalidInputError(f"{src.name}: unsupported Avro schema ({reason(e)})") from None
-    if not pt.is_struct(typ):
-        raise InvalidInputError(f"{src.name}: Avro data must be records, not {typ}")
-    records: list[dict[str, Any]] = []
-    rows, values = 0, iter(reader)
-    while True:
-        try:
-            record = next(values)
-        except StopIteration:
-            break
-        except InvalidInputError:
-            raise
-        except Exception as e:
-            where = f"record {rows + len(records) + 1}"
-            if isinstance(e, UnicodeDecodeError):
-                raise InvalidInputError(f"{src.name}: {where}: invalid UTF-8") from None
-            raise _unreadable(src.name, f"{where}: corrupt Avro data", e) from None
-        records.append(cast(dict[str, Any], record))
-        if len(records) == batch_rows:
-            yield from _avro_batches(src.name, records, typ, rows)
-            rows, records = rows + len(records), []
-    yield from _avro_batches(src.name, records, typ, rows)
-
-
-def _avro_batches(
-    name: str, records: list[dict[str, Any]], typ: pa.StructType, before: int
-) -> Iterator[pa.RecordBatch]:
-    yield from build(
-        name, records, typ, lambda i: f"record {before + i + 1}", direct=True
-    ).to_batches()
-
-
 _READERS: dict[str, Callable[[Input, int], Iterator[pa.RecordBatch]]] = {
     "ndjson": _read_ndjson,
     "json": _read_json,
     "csv": lambda src, n: _read_delimited(src, n, ","),
     "tsv": lambda src, n: _read_delimited(src, n, "\t"),
-    "parquet": lambda src, n: _read_columnar(src, n, "Parquet"),
-    "arrow": _read_arrow,
-    "avro": _read_avro,
-    "orc": lambda src, n: _read_columnar(src, n, "ORC"),
+    "parquet": lambda src, n: read_columnar(src, n, "Parquet"),
+    "arrow": read_arrow,
+    "avro": read_avro,
+    "orc": lambda src, n: read_columnar(src, n, "ORC"),
 }

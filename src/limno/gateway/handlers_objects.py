@@ -60,7 +60,6 @@ from limno.gateway.s3xml import (
 
 if TYPE_CHECKING:
     from limno.api.local_files import LocalFilePool
-    from limno.gateway.s3parse import ObjectToDelete
     from limno.pools.files.entries import FileEntry
 
 __all__ = ["HANDLERS", "check_conditions", "copy_source", "parse_range"]
@@ -424,15 +423,28 @@ def _check_target(pool: LocalFilePool, target: Address, if_match: str | None, no
         raise S3Error("PreconditionFailed", Condition="If-Match")
 
 
-def _delete_condition(pool: LocalFilePool, address: Address, if_match: str | None) -> None:
+def _delete_condition(pool: LocalFilePool, address: Address, if_match: str | None) -> str | None:
     """S3's conditional delete: with ``If-Match`` (an ETag, or ``*``) the key must exist
-    (NoSuchKey) and have that ETag (PreconditionFailed), else nothing is deleted. Checked
-    just before the removal is staged, as a conditional write checks its target."""
+    (NoSuchKey) and have that ETag (PreconditionFailed), else nothing is deleted; the
+    ETag it has (None: no condition). Checked early, as a conditional write checks its
+    target; the removal's stage judges it again (:func:`_remove`)."""
     if if_match is None:
-        return
+        return None
     current = pool.stat(address.path, address.ref)  # NotFoundError: NoSuchKey
     if not _etag_in(if_match, current.etag):
         raise S3Error("PreconditionFailed", Condition="If-Match")
+    return current.etag
+
+
+def _remove(pool: LocalFilePool, branch: str, paths: list[str], etag: str | None) -> list[str]:
+    """Stage the removal of ``paths``; with ``etag`` (one path's, as its condition found
+    it) only if the path still has it, judged again as the tombstone is staged and by the
+    commit that lands it: a version another write committed meanwhile is not deleted."""
+    if etag is None:
+        return pool.remove(branch, paths)
+    (path,) = paths
+    pool.remove_if(branch, path, etag)
+    return paths
 
 
 @branch_writes
@@ -446,8 +458,8 @@ def _delete_object(call: Call) -> Reply:
         return Reply(204)  # the branch stays: it is no file
     address = call.write_address()
     pool = call.file_pool(action="write")
-    _delete_condition(pool, address, call.headers.get("if-match"))
-    if pool.remove(address.ref, [address.path]):
+    etag = _delete_condition(pool, address, call.headers.get("if-match"))
+    if _remove(pool, address.ref, [address.path], etag):
         call.autocommit(pool, address.ref, {address.path: TOMBSTONE}, f"DeleteObject {call.op.key}")
     return Reply(204)
 
@@ -457,7 +469,9 @@ def _delete_objects(call: Call) -> Reply:
     request = parse_delete(call.read_body())
     deleted: list[DeletedEntry] = []
     errors: list[DeleteErrorEntry] = []
-    by_branch: dict[str, list[tuple[str, str, str | None]]] = {}
+    # the keys of a branch are removed (and autocommitted) together; a key with an ETag
+    # condition alone, so that another write's commit refuses only its own removal
+    groups: dict[tuple[str, str, str | None], list[tuple[str, str, str | None]]] = {}
     for obj in request.objects:
         address = split_key(obj.key, call.root_branch)
         if obj.version_id not in (None, "null"):
@@ -469,13 +483,17 @@ def _delete_objects(call: Call) -> Reply:
         elif obj.unsupported is not None:  # a condition ignored would delete anyway
             message = f"a {obj.unsupported} condition is not implemented (ETag is)"
             errors.append(DeleteErrorEntry(obj.key, "NotImplemented", message))
-        elif (refused := _refused_delete(call, pool, address, obj)) is not None:
-            errors.append(DeleteErrorEntry(obj.key, refused.code, refused.message))
         else:
-            by_branch.setdefault(address.ref, []).append((obj.key, address.path, obj.version_id))
-    for branch, items in by_branch.items():
+            try:
+                etag = _delete_condition(pool, address, obj.etag)
+            except Exception as e:
+                errors.append(_delete_error(call, address.ref, obj.key, e))
+                continue
+            group = (address.ref, "" if etag is None else address.path, etag)
+            groups.setdefault(group, []).append((obj.key, address.path, obj.version_id))
+    for (branch, _, etag), items in groups.items():
         try:
-            removed = pool.remove(branch, [path for _, path, _ in items])
+            removed = _remove(pool, branch, [path for _, path, _ in items], etag)
             if removed:
                 call.autocommit(
                     pool,
@@ -484,26 +502,17 @@ def _delete_objects(call: Call) -> Reply:
                     f"DeleteObjects ({len(removed)} keys)",
                 )
         except Exception as e:
-            refused = call.read_only_ref(branch) if isinstance(e, NotFoundError) else None
-            error = refused or from_limno(
-                e, bucket=call.bucket, key=items[0][0], op="DeleteObjects"
-            )
-            errors += [DeleteErrorEntry(key, error.code, error.message) for key, _, _ in items]
+            errors += [_delete_error(call, branch, key, e) for key, _, _ in items]
         else:
             deleted += [DeletedEntry(key, version) for key, _, version in items]
     return xml_reply(delete_result(deleted, errors, quiet=request.quiet))
 
 
-def _refused_delete(
-    call: Call, pool: LocalFilePool, address: Address, obj: ObjectToDelete
-) -> S3Error | None:
-    """Why one key of a DeleteObjects may not be deleted: its ``<ETag>`` condition."""
-    try:
-        _delete_condition(pool, address, obj.etag)
-    except Exception as e:
-        refused = call.read_only_ref(address.ref) if isinstance(e, NotFoundError) else None
-        return refused or from_limno(e, bucket=call.bucket, key=obj.key, op="DeleteObjects")
-    return None
+def _delete_error(call: Call, branch: str, key: str, e: Exception) -> DeleteErrorEntry:
+    """Why one key of a DeleteObjects was not deleted (a read-only ref says so)."""
+    refused = call.read_only_ref(branch) if isinstance(e, NotFoundError) else None
+    error = refused or from_limno(e, bucket=call.bucket, key=key, op="DeleteObjects")
+    return DeleteErrorEntry(key, error.code, error.message)
 
 
 HANDLERS = {

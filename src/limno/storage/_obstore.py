@@ -23,12 +23,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from limno.errors import (
     AlreadyExistsError,
     InvalidInputError,
-    LimnoError,
     NotFoundError,
     PreconditionFailedError,
     StorageError,
     os_errors,
-    os_reason,
     storage_error,
 )
 from limno.lazy import lazy_module
@@ -39,6 +37,7 @@ from limno.storage._local_files import (
     replace_by_exchange,
     replace_if_same,
 )
+from limno.storage._obstore_errors import translated
 
 if TYPE_CHECKING:
     import obstore
@@ -56,65 +55,6 @@ T = TypeVar("T")
 
 #: the name suffix of a local object still being written (obstore's convention too)
 _PARTIAL = re.compile(r"#\d+$")
-
-
-#: how obstore reports a local filesystem failure inside its message: ``(os error 13)``
-_OS_ERROR = re.compile(r"\(os error (\d+)\)")
-
-
-def _call(path: str, fn: Callable[[], T], action: str = "access", where: str = "") -> T:
-    """Run an obstore call, translating its errors into limno's tree.
-
-    A failure of the store itself becomes ``cannot ACTION WHERE: REASON`` (``where``
-    is the object's full location, a file path on a local lake; default ``path``),
-    with the errno's words when the store failed on a local file: ``cannot write
-    /lake/pools/3: permission denied``, ``...: no space left on device``.
-    """
-    try:
-        try:
-            return fn()
-        except Exception as e:
-            if _NO_SUCH_BUCKET in str(e):
-                raise _no_bucket(str(e), path, where) from e
-            raise
-    except LimnoError:
-        raise
-    except (oe.NotFoundError, FileNotFoundError) as e:
-        raise NotFoundError(f"object not found: {path}") from e
-    except oe.AlreadyExistsError as e:
-        raise AlreadyExistsError(f"object already exists: {path}") from e
-    except oe.PreconditionError as e:
-        raise PreconditionFailedError(f"precondition failed: {path}") from e
-    except oe.InvalidPathError as e:
-        raise InvalidInputError(f"invalid object path: {path!r}") from e
-    except (oe.PermissionDeniedError, oe.UnauthenticatedError) as e:
-        raise StorageError(f"cannot {action} {where or path}: permission denied") from e
-    except OSError as e:
-        raise storage_error(action, where or path, e) from e
-    except oe.BaseError as e:
-        text = str(e)
-        code = _OS_ERROR.search(text)
-        reason = os_reason(int(code.group(1))) if code else _first_line(text, e)
-        raise StorageError(f"cannot {action} {where or path}: {reason}") from e
-
-
-#: S3's error code for a request to a bucket that does not exist (in the response body)
-_NO_SUCH_BUCKET = "<Code>NoSuchBucket</Code>"
-
-
-def _no_bucket(text: str, path: str, where: str) -> InvalidInputError:
-    """``s3://nosuch/lake: bucket 'nosuch' does not exist``: the lake location is wrong,
-    which a bare 404 ("object not found: pools/TAIL") would hide."""
-    uri = where or path
-    if where.endswith("/" + path.strip("/")):
-        uri = where[: len(where) - len(path.strip("/"))].rstrip("/")
-    found = re.search(r"<BucketName>([^<]*)</BucketName>", text)
-    bucket = found.group(1) if found else uri.split("://", 1)[-1].split("/", 1)[0]
-    return InvalidInputError(f"{uri}: bucket {bucket!r} does not exist")
-
-
-def _first_line(text: str, err: BaseException) -> str:
-    return text.splitlines()[0] if text.strip() else type(err).__name__
 
 
 def _local_info(path: str, st: os.stat_result) -> ObjectInfo:
@@ -184,7 +124,7 @@ class ObStorage(Storage):
                 raise NotFoundError(f"object not found: {path}") from None
             except OSError:
                 pass  # a directory, a permission...: obstore's error says which
-        return _call(
+        return translated(
             path, lambda: bytes(obstore.get(self._store, path).bytes()), "read", self._where(path)
         )
 
@@ -198,7 +138,7 @@ class ObStorage(Storage):
         end = min(end, size)
         if start >= end:
             return b""
-        return _call(
+        return translated(
             path,
             lambda: bytes(obstore.get_range(self._store, path, start=start, end=end)),
             "read",
@@ -217,7 +157,7 @@ class ObStorage(Storage):
                 st = None
             if st is not None and stat.S_ISREG(st.st_mode):
                 return _local_info(path, st)
-        return _call(
+        return translated(
             path, lambda: _info(obstore.head(self._store, path)), "read", self._where(path)
         )
 
@@ -254,44 +194,44 @@ class ObStorage(Storage):
         plain = self._plain_file(path)
         if plain is not None and publish_new(plain, data, exclusive=False):
             return self._written(path, data)
-        _call(
+        done = translated(
             path,
             lambda: obstore.put(self._store, path, data, use_multipart=False),
             "write",
             self._where(path),
         )
-        return self.head(path)
+        return self._written(path, data, done.get("e_tag"))
 
-    def _written(self, path: str, data: bytes) -> ObjectInfo:
-        """The object just written; if another writer deleted or replaced it already
-        (a delete racing the put), what was written, without an ETag."""
+    def _written(self, path: str, data: bytes, etag: str | None = None) -> ObjectInfo:
+        """The object just written; if another writer deleted it already (a delete
+        racing the put), what was written (with the store's ETag of it, if it gave one)."""
         try:
             return self.head(path)
         except NotFoundError:
-            return ObjectInfo(path, len(data), dt.datetime.now(dt.UTC))
+            return ObjectInfo(path, len(data), dt.datetime.now(dt.UTC), etag)
 
     def put_if_absent(self, path: str, data: bytes) -> ObjectInfo:
         self._check(path)
         plain = self._plain_file(path)
         if plain is not None:
-            done = publish_new(plain, data, exclusive=True)
-            if done is False:
+            published = publish_new(plain, data, exclusive=True)
+            if published is False:
                 raise AlreadyExistsError(f"object already exists: {path}")
-            if done:
-                return self.head(path)
-        _call(
+            if published:
+                return self._written(path, data)
+        done = translated(
             path,
             lambda: obstore.put(self._store, path, data, mode="create", use_multipart=False),
             "write",
             self._where(path),
         )
-        return self.head(path)
+        return self._written(path, data, done.get("e_tag"))
 
     def put_file(self, path: str, local_file: str) -> ObjectInfo:
         from pathlib import Path  # what obstore takes for a file to upload
 
         self._check(path)
-        _call(
+        translated(
             path,
             lambda: obstore.put(self._store, path, Path(local_file)),
             "write",
@@ -382,7 +322,7 @@ class ObStorage(Storage):
         if delimiter not in (None, "/"):
             raise InvalidInputError(f"unsupported delimiter {delimiter!r} (only '/')")
         if delimiter == "/":
-            res = _call(
+            res = translated(
                 prefix or "/",
                 lambda: obstore.list_with_delimiter(self._store, prefix or None),
                 "list",
@@ -395,7 +335,7 @@ class ObStorage(Storage):
 
     def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         prefix = prefix.strip("/")
-        batches = _call(
+        batches = translated(
             prefix or "/",
             lambda: list(obstore.list(self._store, prefix or None)),
             "list",
@@ -415,7 +355,7 @@ class ObStorage(Storage):
             except OSError:
                 pass  # a directory, a permission...: obstore's error says which
         with contextlib.suppress(NotFoundError):
-            _call(path, lambda: obstore.delete(self._store, path), "delete", self._where(path))
+            translated(path, lambda: obstore.delete(self._store, path), "delete", self._where(path))
 
     def delete_if_equal(self, path: str, data: bytes) -> bool:
         """Atomic on a local store: the version there is hard-linked to a private hidden
@@ -466,7 +406,7 @@ class ObStorage(Storage):
                 return replace_if_same(plain, data, expected)
         where = self._where(path)
         try:
-            got = _call(path, lambda: obstore.get(self._store, path), "read", where)
+            got = translated(path, lambda: obstore.get(self._store, path), "read", where)
             body = bytes(got.bytes())
         except NotFoundError:
             return False
@@ -477,7 +417,7 @@ class ObStorage(Storage):
             raise StorageError(f"cannot write {where} conditionally: the store gives no ETag")
         mode: UpdateVersion = {"e_tag": etag}
         try:
-            _call(
+            translated(
                 path,
                 lambda: obstore.put(self._store, path, data, mode=mode, use_multipart=False),
                 "write",
@@ -497,7 +437,7 @@ class ObStorage(Storage):
     def copy(self, src: str, dst: str) -> None:
         self._check(src)
         self._check(dst)
-        _call(src, lambda: obstore.copy(self._store, src, dst), "copy", self._where(src))
+        translated(src, lambda: obstore.copy(self._store, src, dst), "copy", self._where(src))
 
     def local_path(self, path: str) -> str | None:
         if self._root is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from limno.core.staging import TOMBSTONE
 from limno.errors import PreconditionFailedError
 from limno.lake import Lake
 from limno.pools.files.pool import FilePool
@@ -109,9 +110,11 @@ def test_a_write_judged_against_a_landed_staged_write_commits(tmp_path: Path) ->
     assert committed_bytes(pool) == B_BYTES
 
 
-def test_without_writes_a_commit_is_not_judged(tmp_path: Path) -> None:
-    """Outside autocommit the staging area is the arbiter: a plain commit lands what is
-    staged, as before."""
+def test_a_manual_commit_is_judged_too(tmp_path: Path) -> None:
+    """A plain commit (``limno commit``) of a branch whose staging holds a conditional
+    write judged before another write was committed refuses as the autocommit does,
+    naming the path, and commits nothing (the other paths staged with it stay staged);
+    written again, the path commits."""
     pool, store = interleaved_pool(tmp_path / "lake", committed=True)
     etag = pool.stat("p", "main").etag
 
@@ -121,8 +124,54 @@ def test_without_writes_a_commit_is_not_judged(tmp_path: Path) -> None:
 
     before_stage(store, writer_a)
     pool.put("main", "p", B_BYTES, if_match=etag)
-    pool.commit("main", "B")
+    pool.put("main", "other", b"unconditional")
+    head = pool.resolve("main")
+    with pytest.raises(PreconditionFailedError, match=r"'p' committed by another write"):
+        pool.commit("main", "B")
+    assert pool.resolve("main") == head
+    assert sorted(c.path for c in pool.uncommitted("main")) == ["other", "p"]
+    pool.put("main", "p", B_BYTES)  # unconditional: holds over nothing
+    pool.commit("main", "B again")
     assert committed_bytes(pool) == B_BYTES
+
+
+def test_a_conditional_delete_judged_before_another_commit_is_refused(tmp_path: Path) -> None:
+    """DeleteObject with If-Match under autocommit: writer A replaces the file between the
+    delete's judgement and its stage; the delete's commit is refused and A's file stays
+    (an unconditional tombstone's commit would delete A's version, never judged)."""
+    pool, store = interleaved_pool(tmp_path / "lake", committed=True)
+    etag = pool.stat("p", "main").etag
+
+    def writer_a() -> None:
+        pool.put("main", "p", A_BYTES, if_match=etag)
+        pool.commit("main", "A", writes=["p"])
+
+    ran = before_stage(store, writer_a)
+    pool.remove_if("main", "p", etag)
+    assert ran
+    with pytest.raises(PreconditionFailedError, match="committed by another write"):
+        pool.commit("main", "delete", writes=["p"])
+    pool.take_back("main", {"p": TOMBSTONE})
+    assert committed_bytes(pool) == A_BYTES
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_a_conditional_delete_deletes_what_it_judged(tmp_path: Path, staged: bool) -> None:
+    """Unraced, a conditional delete of a committed file (or of a staged write over it)
+    commits; a wrong ETag or an absent path is refused, staging nothing."""
+    pool, _ = interleaved_pool(tmp_path / "lake", committed=True)
+    etag = pool.stat("p", "main").etag
+    if staged:
+        etag = pool.put("main", "p", A_BYTES, if_match=etag).etag
+    with pytest.raises(PreconditionFailedError):
+        pool.remove_if("main", "p", "0" * 32)
+    with pytest.raises(PreconditionFailedError):
+        pool.remove_if("main", "absent", "*")
+    assert len(pool.uncommitted("main")) == int(staged)
+    pool.remove_if("main", "p", etag)
+    pool.commit("main", "delete", writes=["p"])
+    assert [e.path for e in pool.iter_list("main")] == []
+    assert not pool.versioned.staged("main")
 
 
 def test_a_chain_of_staged_conditional_writes_commits(tmp_path: Path) -> None:

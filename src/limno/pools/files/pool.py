@@ -16,22 +16,17 @@ entries name no blob, so vacuum never touches bytes limno did not write.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
-import dataclasses
 import datetime as dt
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from limno.core.commits import Commit
-from limno.core.refs import Resolved
-from limno.core.staging import TOMBSTONE, is_tombstone
+from limno.core.staging import TOMBSTONE, Judged, is_tombstone
 from limno.core.versioning import Versioned
 from limno.errors import (
-    ConflictError,
     InvalidInputError,
     LimnoError,
-    NotFoundError,
     PreconditionFailedError,
 )
 from limno.pools.branching import Branching, BranchView, check_limit, transaction
@@ -41,13 +36,12 @@ from limno.pools.files.entries import (
     FileChange,
     FileEntry,
     blob_keys,
-    entry_of,
-    file_change,
     now_mtime,
     user_metadata,
 )
-from limno.pools.files.listing import Cursor, Listing, ListingToken, iter_entries, list_page
+from limno.pools.files.listing import Listing
 from limno.pools.files.paths import validate_path, validate_prefix
+from limno.pools.files.reads import FileReads
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.pools.vacuum import DEFAULT_GRACE, Retention, VacuumReport, vacuum
 from limno.storage import Storage
@@ -57,10 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FileChange", "FileEntry", "FilePool", "Listing"]
 
-Docs = dict[str, tuple[dict[str, Any], int | None]]
 
-
-class FilePool(Branching):
+class FilePool(FileReads, Branching):
     """A file pool of a lake (see the module docstring)."""
 
     def __init__(self, storage: Storage, config: PoolConfig, registry: PoolRegistry) -> None:
@@ -72,14 +64,6 @@ class FilePool(Branching):
         self.versioned = Versioned(storage, config.id, config.name)
         self.versioned.hooks.specs = self.hook_specs()
         self.versioned.object_keys = blob_keys
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def id(self) -> str:
-        return self.config.id
 
     # -- refs and history ----------------------------------------------------------
     def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
@@ -350,6 +334,15 @@ class FilePool(Branching):
             removed.append(path)
         return removed
 
+    def remove_if(self, branch: str, path: str, if_match: str) -> None:
+        """Stage the removal of ``path`` on ``branch`` only if it exists with the ETag
+        ``if_match`` (``*``: any), else PreconditionFailedError. Its tombstone is staged
+        as a conditional write's entry is: one step among writers, and its commit refused
+        if another write of the path was committed after the condition was judged
+        (:meth:`commit`), so a version the condition never saw is never deleted."""
+        validate_path(path)
+        self._stage_if(branch, path, TOMBSTONE, None, if_match, False)
+
     def remove_prefix(self, branch: str, prefix: str) -> list[str]:
         """Stage the removal of every path under ``prefix`` (a recursive rm)."""
         validate_prefix(prefix)
@@ -367,10 +360,16 @@ class FilePool(Branching):
     ) -> Commit:
         """Commit everything staged on ``branch`` (or only under ``prefix``) in one atomic
         commit: a staged entry is an ``add``, a tombstone a ``delete`` of the committed
-        entry. InvalidInputError if nothing is staged there. ``writes``: only these paths,
-        and a conditional write's only if no other was committed since it was judged."""
+        entry. InvalidInputError if nothing is staged there. ``writes``: only these paths.
+        A staged conditional write (If-Match, If-None-Match; a conditional delete too) is
+        committed only if no other write of its path was committed since its condition
+        was judged, else PreconditionFailedError names the paths and nothing is committed
+        (:meth:`~limno.core.staging.Staging.judged_check`): whoever commits, the
+        gateway's autocommit or a ``limno commit``, a conditional write overwrites only
+        the version it was judged against."""
         v = self.versioned
-        docs = self._docs(branch, prefix or "")
+        judged: dict[str, Judged] = {}
+        docs = self._docs(branch, prefix or "", judged)
         if writes is not None:
             docs = {k: d for k, d in docs.items() if k in writes}
         where = f" under {prefix!r}" if prefix else ""
@@ -385,6 +384,7 @@ class FilePool(Branching):
             None if None in tickets else min((t for t in tickets if t is not None), default=None)
         )
         adds = sum(a.op == "add" for a in actions)
+        guards = {k: g for k, g in judged.items() if k in docs}
         commit = v.commit(
             branch,
             actions,
@@ -392,25 +392,13 @@ class FilePool(Branching):
             author=author,
             meta=meta,
             since=since,
-            validate=None if writes is None else v.judged_check(branch, docs, writes),
+            validate=v.judged_check(guards) if guards else None,
         )
         # landed: a failure now must not report it failed; what stays staged is dropped
         # when next read (Staging._drop_landed). A path staged again meanwhile stays.
         with contextlib.suppress(LimnoError):
             v.unstage(branch, docs, expect={k: d[0] for k, d in docs.items()})
         return commit
-
-    def _docs(self, branch: str, prefix: str) -> Docs:
-        """The staged docs of ``branch`` under ``prefix``."""
-        validate_prefix(prefix)
-        docs = self.versioned.staged_docs(branch)
-        if prefix:
-            docs = {k: d for k, d in docs.items() if k.startswith(prefix)}
-        return docs
-
-    def uncommitted(self, branch: str = "main", prefix: str = "") -> list[FileChange]:
-        """The staged changes of ``branch`` under ``prefix``, by path."""
-        return self.diff_paths(branch, None, prefix)
 
     def discard(self, branch: str = "main", prefix: str = "") -> int:
         """Drop the staged changes of ``branch`` under ``prefix``; how many (their blobs
@@ -439,147 +427,6 @@ class FilePool(Branching):
         from limno.pools.files.imports import import_objects
 
         return import_objects(self, source, branch, prefix, message, author)
-
-    # -- reading ---------------------------------------------------------------------
-    def _cursor(self, resolved: Resolved, prefix: str) -> Cursor:
-        """The view of ``resolved``: its commit's snapshot, and on a branch its staged
-        changes under ``prefix`` (read now)."""
-        snapshot = self.versioned.commits.get(resolved.commit).snapshot
-        staged = None
-        if resolved.branch is not None:
-            staged = {k: d[0] for k, d in self._docs(resolved.branch, prefix).items()}
-        return Cursor(self.versioned.snapshots, snapshot, staged)
-
-    def _current(self, branch: str, path: str) -> FileEntry | None:
-        """``path`` on ``branch`` with its staged change, or None."""
-        return self._current_and_staged(branch, path)[0]
-
-    def _current_and_staged(
-        self, branch: str, path: str
-    ) -> tuple[FileEntry | None, dict[str, Any] | None, dict[str, Any] | None]:
-        """:meth:`_current`, the staged value it comes from (None: none staged), and when
-        none is, the committed value it comes from (None: none)."""
-        staged = self.versioned.staged_doc(branch, path)
-        if staged is not None:
-            return entry_of(path, staged[0]), staged[0], None
-        snapshot = self.versioned.commits.get(self.versioned.head(branch)).snapshot
-        committed = self.versioned.snapshots.get(snapshot, path)
-        return entry_of(path, committed), None, committed
-
-    def _stat(self, path: str, resolved: Resolved, ref: str | None) -> FileEntry:
-        validate_path(path)
-        if resolved.branch is not None:
-            found = self._current(resolved.branch, path)
-        else:
-            snapshot = self.versioned.commits.get(resolved.commit).snapshot
-            found = entry_of(path, self.versioned.snapshots.get(snapshot, path))
-        if found is None:
-            raise NotFoundError(f"no file {path!r} in {self.name}@{ref or 'main'}")
-        return found
-
-    def stat(
-        self, path: str, ref: str | None = None, as_of: dt.datetime | None = None
-    ) -> FileEntry:
-        """The entry of ``path`` at ``ref`` (on a branch, with its staged changes): two
-        bisections and one range read. NotFoundError if there is none."""
-        return self._stat(path, self.versioned.resolve(ref, as_of), ref)
-
-    def read(
-        self,
-        path: str,
-        ref: str | None = None,
-        as_of: dt.datetime | None = None,
-        start: int = 0,
-        end: int | None = None,
-    ) -> Iterator[bytes]:
-        """The bytes ``[start, end)`` of ``path`` (clipped at its size), in chunks. The entry
-        is looked up now (NotFoundError here); the bytes are read as the caller iterates."""
-        entry = self.stat(path, ref, as_of)
-        return self._read(entry, start, end)
-
-    def _read(self, entry: FileEntry, start: int, end: int | None) -> Iterator[bytes]:
-        try:
-            yield from blobs.read_blob(self.storage, self.id, entry, start, end)
-        except NotFoundError:
-            from limno.core.gc import expired_path  # writers' module: reads rarely need it
-
-            if entry.object and self.storage.exists(expired_path(self.id, entry.object)):
-                raise NotFoundError(
-                    f"the bytes of {entry.path!r} were removed by vacuum: this commit is"
-                    " outside the retention window"
-                ) from None
-            raise
-
-    def list(
-        self,
-        ref: str | None = None,
-        prefix: str = "",
-        delimiter: str | None = None,
-        start_after: str = "",
-        limit: int = 1000,
-        as_of: dt.datetime | None = None,
-        *,
-        token: str | None = None,
-    ) -> Listing:
-        """One page of the paths under ``prefix`` after ``start_after``, in path order
-        (see :func:`~limno.pools.files.listing.list_page`). ``token``, a previous page's
-        ``next_token``, asks for the next page of the same commit instead (ConflictError
-        if ``ref`` is a branch whose head moved since: see :mod:`~limno.pools.files.listing`
-        for why, and the read-after-write rule of staged changes)."""
-        validate_prefix(prefix)
-        delimiter = delimiter or None
-        resolved = self.versioned.resolve(ref, as_of)
-        if token is not None:
-            pinned = ListingToken.decode(token, ref or "", prefix, delimiter or "")
-            start_after = pinned.after
-            if pinned.commit != resolved.commit:
-                if resolved.branch is not None:
-                    raise ConflictError(
-                        f"{self.name}@{resolved.branch} moved from commit {pinned.commit} to"
-                        f" {resolved.commit} since this listing began: list it again (or list"
-                        f" {self.name}@{pinned.commit}, which does not move)"
-                    )
-                resolved = Resolved(self.versioned.commits.get(pinned.commit).id)
-        page = list_page(self._cursor(resolved, prefix), prefix, delimiter, start_after, limit)
-        next_token = None
-        if page.truncated and page.next_after is not None:
-            next_token = ListingToken(
-                resolved.commit, page.next_after, ref or "", prefix, delimiter or ""
-            ).encode()
-        return dataclasses.replace(page, commit=resolved.commit, next_token=next_token)
-
-    def iter_list(
-        self, ref: str | None = None, prefix: str = "", as_of: dt.datetime | None = None
-    ) -> Iterator[FileEntry]:
-        """Every entry under ``prefix``, in path order, streamed (ranges are read as the
-        caller goes)."""
-        validate_prefix(prefix)
-        return iter_entries(self._cursor(self.versioned.resolve(ref, as_of), prefix), prefix)
-
-    def diff_paths(
-        self, old_ref: str, new_ref: str | None = None, prefix: str = ""
-    ) -> builtins.list[FileChange]:
-        """Paths added, removed or changed from ``old_ref`` to ``new_ref`` (commits: ranges
-        both share are skipped, so the cost follows the change); with ``new_ref`` None,
-        from the branch ``old_ref``'s head to its staged state (its uncommitted changes)."""
-        validate_prefix(prefix)
-        v = self.versioned
-        if new_ref is None:
-            head = v.head(old_ref)
-            snapshot = v.commits.get(head).snapshot
-            out = []
-            for path, (value, _) in sorted(self._docs(old_ref, prefix).items()):
-                old = entry_of(path, v.snapshots.get(snapshot, path))
-                new = entry_of(path, value)
-                if old != new:
-                    out.append(file_change(path, old, new))
-            return out
-        a, b = self.resolve(old_ref), self.resolve(new_ref)
-        return [
-            file_change(d.key, entry_of(d.key, d.old), entry_of(d.key, d.new))
-            for d in v.diff(a, b)
-            if d.key.startswith(prefix)
-        ]
 
     # -- maintenance -----------------------------------------------------------------
     def vacuum(

@@ -9,23 +9,22 @@ and the server only format them.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import functools
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from limno.core.commits import Action, Commit
 from limno.core.versioning import Versioned
 from limno.data import iterators
-from limno.data.keys import PoolKey, lookup_keys
-from limno.errors import DamagedObjectError, InvalidInputError, NotFoundError, damaged_object
+from limno.data.keys import PoolKey
+from limno.errors import InvalidInputError, NotFoundError
 from limno.lazy import lazy_module
 from limno.pools.branching import Branching, check_limit
 from limno.pools.records.indexing import Indexing
 from limno.pools.records.maintenance import Maintenance
+from limno.pools.records.reads import RecordReads, concat_tables
 from limno.pools.registry import PoolConfig, PoolRegistry
 from limno.storage import Storage
 
@@ -73,10 +72,10 @@ SORT_MEMORY = 512 * 1024 * 1024
 Source: TypeAlias = "str | pa.Table | pa.RecordBatch"
 
 
-class RecordPool(Branching, Indexing, Maintenance):
+class RecordPool(Branching, Indexing, Maintenance, RecordReads):
     """A record pool of a lake (git operations come from :class:`Branching`, search
     indexes from :class:`Indexing`, compaction, splits and vacuum from
-    :class:`Maintenance`)."""
+    :class:`Maintenance`, scans and lookups from :class:`RecordReads`)."""
 
     def __init__(self, storage: Storage, config: PoolConfig, registry: PoolRegistry) -> None:
         if config.kind != "records" or not config.key:
@@ -97,14 +96,6 @@ class RecordPool(Branching, Indexing, Maintenance):
         from limno.data.typed_schema import TypedSchema
 
         return TypedSchema.from_json(self.config.schema) if self.config.schema else None
-
-    @property
-    def name(self) -> str:
-        return self.config.name
-
-    @property
-    def id(self) -> str:
-        return self.config.id
 
     # -- reading the version graph -----------------------------------------------
     def resolve(self, ref: str | None = None, as_of: dt.datetime | None = None) -> str:
@@ -187,178 +178,6 @@ class RecordPool(Branching, Indexing, Maintenance):
                 break
             out.append(commit)
         return out
-
-    # -- reading data --------------------------------------------------------------
-    def key_types(self, objs: Sequence[DataObject]) -> list[pa.DataType]:
-        """The unified Arrow type of each key field over ``objs`` (string when none)."""
-        unified = functools.partial(key_bounds.unified_key_types, self.key)
-        return snapshot_cache.memo_key_types(self.key, objs, unified)
-
-    def iter_scan(
-        self,
-        ref: str | None = None,
-        start: Any = None,
-        end: Any = None,
-        order: str = "asc",
-        limit: int | None = None,
-        as_of: dt.datetime | None = None,
-        *,
-        ranges: Iterable[tuple[Any, Any]] | None = None,
-    ) -> Iterator[pa.Table]:
-        """Stream a sorted scan: ``start`` inclusive, ``end`` exclusive, in the pool's order;
-        or, instead of them, the union of ``ranges`` (``(from, to)`` pairs; see
-        :mod:`~limno.pools.records.key_ranges`) in one pass.
-
-        A bound is a value of the first key field, a tuple or list of values of the
-        key's first fields (a full key, or a prefix: ``("acme",)`` of key
-        ``tenant,ts``), or text parsed into the key's types (``"acme,5"``); a tuple or
-        list of no value or of more values than the key has fields is an
-        InvalidInputError.
-        """
-        if order not in ("asc", "desc"):
-            raise InvalidInputError(f"order must be asc or desc, not {order!r}")
-        check_limit(limit)
-        view = self.scan_view(ref, as_of)
-        yield from self.scan_objects(
-            view.objects, start, end, order, limit, ranges=ranges, view=view
-        )
-
-    def scan_objects(
-        self,
-        objs: Sequence[DataObject],
-        start: Any = None,
-        end: Any = None,
-        order: str = "asc",
-        limit: int | None = None,
-        *,
-        ranges: Iterable[tuple[Any, Any]] | None = None,
-        view: snapshot_cache.ScanView | None = None,
-    ) -> Iterator[pa.Table]:
-        """Stream a sorted scan of ``objs`` (some of a snapshot's :meth:`objects`: those an
-        engine cannot read itself), iterators applied; bounds, ``order``, ``limit`` and
-        ``ranges`` as in :meth:`iter_scan`. Every chunk has the columns of the objects'
-        unified schema, in its order, so a stream's chunks (and two scans of one snapshot)
-        line up. ``view``: the :meth:`scan_view` that ``objs`` are the objects of (its
-        plan and schema are made once per snapshot, not once per scan)."""
-        if ranges is not None:
-            yield from key_ranges.scan(self, objs, ranges, start, end, order, limit)
-            return
-        if view is None:
-            view = snapshot_cache.ScanView(objs, self.key, self.key_types)
-        types = view.key_types
-        lo = key_bounds.key_bound(self.key, start, types)
-        hi = key_bounds.key_bound(self.key, end, types)
-
-        target = view.schema
-        iterating = bool(self.config.settings.iterators)
-        with self.reading(objs):
-            raw = scan.scan(
-                self.storage,
-                self.id,
-                view.plan,
-                self.key,
-                lo,
-                hi,
-                order,
-                None if iterating else limit,
-            )
-            left = limit
-            for t in self.iterated(raw, reverse=order == "desc"):
-                if not t.schema.equals(target):
-                    t = unification.conform(t, unification.unify([target, t.schema]))
-                if iterating and left is not None:
-                    t = t.slice(0, left)
-                    left -= t.num_rows
-                if t.num_rows:
-                    yield t
-                if left == 0:
-                    return
-
-    def is_removed(self, object_id: str) -> bool:
-        """Whether vacuum removed the object ``object_id`` on purpose (a tombstone)."""
-        return self.storage.exists(gc.expired_path(self.id, object_id))
-
-    @contextlib.contextmanager
-    def reading(self, objs: Sequence[DataObject] = ()) -> Iterator[None]:
-        """Errors of reading this pool's objects, told apart: a missing object that
-        vacuum removed on purpose says so, and a damaged one is named with the pool."""
-        try:
-            yield
-        except DamagedObjectError as e:
-            if e.pool != self.id:
-                raise
-            raise damaged_object(e.path, self.name, e.reason) from e
-        except NotFoundError as e:
-            # the object the error names (one stat), not every object of the snapshot
-            # (nor a look at each: a stored plan's are decoded only when looked at)
-            named = re.findall(rf"{re.escape(self.id)}/data/([^/\s]+)\.parquet", str(e))
-            if not named:
-                named = [o.id for o in objs if o.id in str(e)] or [o.id for o in objs]
-            for oid in dict.fromkeys(named):
-                if self.storage.exists(gc.expired_path(self.id, oid)):
-                    raise NotFoundError(
-                        f"object {oid} was removed by vacuum: this commit is outside the"
-                        " retention window"
-                    ) from None
-            raise
-
-    def scan(
-        self,
-        ref: str | None = None,
-        start: Any = None,
-        end: Any = None,
-        order: str = "asc",
-        limit: int | None = None,
-        as_of: dt.datetime | None = None,
-        *,
-        ranges: Iterable[tuple[Any, Any]] | None = None,
-    ) -> pa.Table:
-        """The whole of a scan as one table (see :meth:`iter_scan`).
-
-        Columns come in the order of the snapshot's unified schema whatever the
-        bounds and order, so two scans of one snapshot always line up.
-        """
-        return _concat(list(self.iter_scan(ref, start, end, order, limit, as_of, ranges=ranges)))
-
-    def get(
-        self, keys: Sequence[Any], ref: str | None = None, *, as_of: dt.datetime | None = None
-    ) -> pa.Table:
-        """Point lookup: every record whose key equals one of ``keys`` (in ``ref``, a
-        branch as it was at ``as_of``)."""
-        view = self.scan_view(ref, as_of)
-        objs, types = view.objects, view.key_types
-        parsed = []
-        key_bound, width = key_bounds.key_bound, len(self.key.fields)  # once, not per key
-        for k in lookup_keys(keys):
-            bound = key_bound(self.key, k, types, "key")
-            if bound is None:  # a null key matches nothing, as NULL = NULL is not true
-                continue
-            if len(bound) != width:
-                raise InvalidInputError(f"get needs a full key of {len(self.key.fields)} field(s)")
-            parsed.append(bound)
-
-        with self.reading(objs):
-            found = scan.lookup(self.storage, self.id, view.plan, self.key, parsed)
-        if found.num_rows and self.config.settings.iterators:
-            found = _concat(list(self.iterated([found])))
-        return found
-
-    def read_object(self, obj: DataObject) -> pa.Table:
-        """An object's rows (only its clip range when it is clipped), in key order."""
-
-        if obj.clip is not None:
-            return _concat(list(scan.scan(self.storage, self.id, [obj], self.key)))
-        return parquet.open_parquet(self.storage, data_objects.data_path(self.id, obj.id)).read()
-
-    def table(self, ref: str | None = None, as_of: dt.datetime | None = None) -> pa.Table:
-        """Every record of a snapshot (unsorted across objects), schemas unified."""
-        objs = self.objects(ref, as_of)
-        if self.config.settings.iterators or any(o.clip is not None for o in objs):
-            return _concat(list(self.scan_objects(objs)))
-        with self.reading(objs):
-            return _concat(
-                [self.read_object(o) for o in objs], [o.schema for o in objs if o.schema_b64]
-            )
 
     # -- writing -------------------------------------------------------------------
     def write(
@@ -550,7 +369,7 @@ class RecordPool(Branching, Indexing, Maintenance):
             for oid, parts in pieces.items():
                 obj = stored[oid]
                 with self.reading(parts):
-                    rows = _concat([self.read_object(p) for p in parts])
+                    rows = concat_tables([self.read_object(p) for p in parts])
                 kept, matched = predicates.filter_rows(rows, predicate)
                 if not matched:
                     continue
@@ -602,16 +421,6 @@ class RecordPool(Branching, Indexing, Maintenance):
             meta={"reverts": target.id},
             since=None,  # it adds objects back from history: check that they still exist
         )
-
-
-def _concat(tables: Sequence[pa.Table], schemas: Sequence[pa.Schema] = ()) -> pa.Table:
-    """Concatenate ``tables`` under one schema: ``schemas`` first fix the column order."""
-
-    tables = [t for t in tables if t.num_columns or t.num_rows]
-    if not tables:
-        return pa.table({})
-    schema = unification.unify([*schemas, *(t.schema for t in tables)])
-    return pa.concat_tables([unification.conform(t, schema) for t in tables])
 
 
 def _clipped(objs: Sequence[DataObject], tree: PartitionTree) -> list[DataObject]:
