@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from limno.api.local import LocalLake
 from limno.server import problems
 from limno.server.authorization import guard
+from limno.server.deps import json_only
 from limno.server.fast import FastPaths
 from limno.server.guard import Limits as RequestLimits
 from limno.server.guard import install as install_guard
@@ -97,9 +98,12 @@ def create_app(
         return {"status": "ok", "lake": served.uri}
 
     guards = [Depends(guard), *(Depends(d) for d in dependencies)]
+    # limno's own JSON routes refuse an Accept they cannot meet (406); Confluent's
+    # registry answers its own media types to its clients, as Confluent's does
+    negotiated = [*guards, Depends(json_only)]
     for module in (pools, refs, data, files, indexes, query, maintenance, ingest, events, auth):
-        app.include_router(module.router, dependencies=guards)
-    app.include_router(reviews.router, dependencies=guards)
+        app.include_router(module.router, dependencies=negotiated)
+    app.include_router(reviews.router, dependencies=negotiated)
     app.include_router(registry.router, dependencies=guards)  # Confluent's, at /registry
     # the short path SPEC.md and `curl -N HOST/events` use; the document lists /v1/events
     app.add_api_route(

@@ -17,7 +17,8 @@ from fastapi.responses import StreamingResponse
 
 from limno.api.base_files import not_files, not_records
 from limno.server.ahead import read_ahead
-from limno.server.formats import choose, encode
+from limno.server.direct import DirectStream
+from limno.server.formats import check_json, choose, encode
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -26,7 +27,14 @@ if TYPE_CHECKING:
     from limno.api.local_files import LocalFilePool
     from limno.api.local_pool import LocalPool
 
-__all__ = ["file_pool_of", "lake_of", "pool_of", "stream_tables", "versioned_of"]
+__all__ = [
+    "file_pool_of",
+    "json_only",
+    "lake_of",
+    "pool_of",
+    "stream_tables",
+    "versioned_of",
+]
 
 log = logging.getLogger("limno.server")
 
@@ -85,6 +93,16 @@ def versioned_of(request: Request, pool: str) -> LocalPool | LocalFilePool:
 _KEPT = 1_000
 
 
+def json_only(request: Request) -> None:
+    """A dependency of every route: 406 (NotAcceptableError) for a route whose answer
+    FastAPI writes as JSON (it has a response model) when the ``Accept`` header takes no
+    JSON. Routes that answer with a Response of their own (tables in the format asked
+    for, a file's bytes, an event stream) choose their type themselves."""
+    route = request.scope.get("route")
+    if getattr(route, "response_model", None) is not None:
+        check_json(request.headers.get("accept"))
+
+
 def stream_tables(
     request: Request, tables: Iterable[pa.Table], empty: pa.Schema | None = None
 ) -> StreamingResponse:
@@ -100,7 +118,7 @@ def stream_tables(
     first = next(it, None)
     head = [] if first is None else [first]
     body = _logged(encode(itertools.chain(head, it), media, empty), request.url.path)
-    return StreamingResponse(read_ahead(body, it), media_type=media)
+    return DirectStream(read_ahead(body, it), media_type=media)
 
 
 def _logged(chunks: Iterator[bytes | memoryview], path: str) -> Iterator[bytes | memoryview]:

@@ -45,6 +45,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from limno.errors import LimnoError
 from limno.server import problems
 from limno.server.authorization import allowed_at_once
+from limno.server.direct import RAW_SEND
 from limno.server.formats import NotAcceptableError, choose
 from limno.server.guard import Limits, answer_problem, check_target
 from limno.server.routes.data import Get, lookup
@@ -64,6 +65,8 @@ class FastPaths:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.limits is not None:  # outside every layer: the ASGI server's own send
+            scope[RAW_SEND] = send  # for a streamed answer's body (limno.server.direct)
         pool = _lookup_pool(scope)
         if pool is None or (self.limits is not None and check_target(scope) is not None):
             await self.app(scope, receive, send)

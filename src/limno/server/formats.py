@@ -41,6 +41,7 @@ __all__ = [
     "NDJSON",
     "NotAcceptableError",
     "accepts",
+    "check_json",
     "choose",
     "encode",
     "table_bytes",
@@ -77,6 +78,18 @@ def choose(accept: str | None) -> str:
     raise NotAcceptableError(
         f"cannot answer with {accept!r}: results come as one of {', '.join(MEDIA_TYPES)}"
     )
+
+
+#: what an answer in JSON satisfies (a problem's application/problem+json is JSON too)
+_JSON_RANGES = (JSON, "application/problem+json", "*/*", "application/*")
+
+
+def check_json(accept: str | None) -> None:
+    """NotAcceptableError unless the ``Accept`` header takes JSON (none does, as
+    ``*/*`` and ``application/*`` do): for the routes that answer only in JSON, so
+    that they refuse a type they cannot write (406) as :func:`choose` does."""
+    if accept and not any(media in _JSON_RANGES for _, _, media in _ranked(accept)):
+        raise NotAcceptableError(f"cannot answer with {accept!r}: this route answers in {JSON}")
 
 
 def _ranked(accept: str) -> list[tuple[float, int, str]]:
