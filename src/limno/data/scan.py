@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from limno.data import keyset
+from limno.data import key_search, keyset
 from limno.data.keys import PoolKey, SortKey
 from limno.data.kway import concat_unified, first_true, merge_sorted, reverse_table
 from limno.data.objects import DataObject, data_path
@@ -417,6 +417,13 @@ class _Reader:
         keys = key.key_table(table)
         n = table.num_rows - keys.column(0).null_count
 
+        found = key_search.spans(keys, key, n, wanted)
+        if found is not None:
+            for j, rows in enumerate(found):
+                if rows:
+                    yield j, table.slice(rows.start, len(rows))
+            return
+
         def at(i: int) -> SortKey:
             return key.sort_key(key.row_key(keys, i))
 
@@ -445,7 +452,8 @@ class _Reader:
     def _group_ranges(self, pf: pq.ParquetFile) -> list[_GroupRange | None] | None:
         """Per row group, its key range from Parquet statistics (None: no statistics)."""
         if self._ranges is None:
-            self._ranges = _ranges(pf, self.key) or []
+            ident = (self.storage.uri, self.path, self.obj.size, str(self.key))
+            self._ranges = key_search.remembered_ranges(ident, lambda: _ranges(pf, self.key) or [])
         return self._ranges or None
 
 
