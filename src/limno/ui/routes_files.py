@@ -64,7 +64,7 @@ def files_page(
     found = file_pool(request, viewer, pool)
     listing = found.list(ref, prefix=prefix, delimiter="/", start_after=after, limit=PAGE)
     branches = found.branches()
-    staged = found.uncommitted(ref) if ref in branches else []
+    staged = found.uncommitted(ref) if ref in branches else []  # the count; a page shown
     crumbs, path = [], ""
     for part in prefix.strip("/").split("/") if prefix else []:
         path += part + "/"
@@ -79,7 +79,8 @@ def files_page(
         prefix=prefix,
         crumbs=crumbs,
         listing=listing,
-        staged=staged,
+        staged=staged[:PAGE],
+        staged_total=len(staged),
         on_branch=ref in branches,
         branches=sorted(branches),
         can_write=viewer.can("write", found.id) and ref in branches,

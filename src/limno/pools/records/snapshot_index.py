@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 from limno.core.committed import _LRU
 from limno.core.versioning import Versioned
-from limno.data.indexes import is_index_key
+from limno.data.indexes import INDEX_PREFIX, is_index_key
 from limno.data.keys import PoolKey
 from limno.errors import CorruptError, LimnoError, NotFoundError
 from limno.lazy import lazy_module
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 
     from limno.core.commits import Commit
     from limno.data import objects as data_objects
-    from limno.data import plan_derive, plan_index
+    from limno.data import plan_bulk, plan_derive, plan_index
     from limno.data.objects import DataObject
     from limno.pools.records.pool import RecordPool
     from limno.pools.vacuum import VacuumReport
@@ -72,6 +72,7 @@ else:
     pa = lazy_module("pyarrow")
     plan_index = lazy_module("limno.data.plan_index")
     plan_derive = lazy_module("limno.data.plan_derive")
+    plan_bulk = lazy_module("limno.data.plan_bulk")
     data_objects = lazy_module("limno.data.objects")
 
 #: how a pool reads objects under a partition tree (whole, clipped runs, or not at all)
@@ -80,6 +81,7 @@ Clipping = Callable[[Sequence["DataObject"], PartitionTree], list["DataObject"]]
 __all__ = [
     "MIN_OBJECTS",
     "ancestors",
+    "bulk_table",
     "derived_partitions",
     "derived_table",
     "first_objects",
@@ -179,11 +181,35 @@ def view(
             _write(versioned, path, data, replace=present)
             stored = plan_index.StoredPlan(data, key)
             return snapshot_cache.ScanView.stored(stored, key, key_types)
+    table = bulk_table(versioned, key, snapshot) if big else None
+    if table is not None:
+        data = plan_index.plan_ipc(table)
+        _write(versioned, path, data, replace=present)
+        stored = plan_index.StoredPlan(data, key)
+        return snapshot_cache.ScanView.stored(stored, key, key_types)
     made, objects = make()
     if big:
         table = whole_table(key, made, objects)
         _write(versioned, path, plan_index.plan_ipc(table), replace=present)
     return made
+
+
+def bulk_table(versioned: Versioned, key: PoolKey, snapshot: str) -> pa.Table | None:
+    """Snapshot ``snapshot``'s plan table made whole from its ranges' stored text
+    (``data/plan_bulk.py``: what :func:`whole_table` gives, without decoding each
+    entry), or None where that does not apply: a partition tree (objects read
+    clipped), keys of other types."""
+    if any(
+        is_partition_key(k) for k, _ in versioned.snapshots.entries_from(snapshot, PARTITION_PREFIX)
+    ):
+        return None
+    texts = (data for _, data in versioned.snapshots.range_texts(snapshot))
+    found = plan_bulk.entry_fields(texts, (PARTITION_PREFIX, INDEX_PREFIX))
+    if found is None:
+        return None
+    fields, schemas = found
+    meta = {"key": str(key), "stored_objects": str(fields.num_rows)}
+    return plan_bulk.plan_table_bulk(fields, schemas, key, meta)
 
 
 def whole_table(
