@@ -45,7 +45,7 @@ from limno.data.objects import DataObject, data_path
 from limno.data.parquet import open_parquet
 from limno.data.plain_types import plain_batch
 from limno.data.sketches import sketch_path
-from limno.data.sort import Gathered, is_sorted, prefetched, sort_order, take_sorted
+from limno.data.sort import Gathered, RowGather, is_sorted, prefetched, sort_order, take_sorted
 from limno.errors import StorageError, decode_reason, os_errors
 from limno.storage import Storage
 
@@ -401,7 +401,9 @@ def _sort_and_write_runs(
                 if spill_root is None:
                     with os_errors("write", spill_dir or tempfile.gettempdir()):
                         spill_root = tempfile.mkdtemp(prefix="limno-sort-", dir=spill_dir)
-                spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
+                spills.append(
+                    _spill(_sort_run(run, key, views=False), spill_root, len(spills), memory_limit)
+                )
                 run, run_bytes = [], 0
         if not spills and first is None:
             if not run:
@@ -424,7 +426,9 @@ def _sort_and_write_runs(
             runs.append([_sort_run(run, key)])  # fits in memory: no need to spill it
         elif run:
             assert spill_root is not None
-            spills.append(_spill(_sort_run(run, key), spill_root, len(spills), memory_limit))
+            spills.append(
+                _spill(_sort_run(run, key, views=False), spill_root, len(spills), memory_limit)
+            )
             runs.append(spills[-1].read())
         run = []
         merged = prefetched(merge_sorted(runs, key), "limno-merge")
@@ -467,13 +471,14 @@ def _write_parts(
     """
     n = table.num_rows
     cuts = [n * i // parts for i in range(parts + 1)]
+    rows = RowGather(table)
     with ThreadPoolExecutor(max_workers=parts, thread_name_prefix="limno-write") as pool:
         futures = [
             pool.submit(
                 write_sorted,
                 storage,
                 pool_id,
-                Gathered(table, order, cuts[i], cuts[i + 1]),
+                Gathered(rows, order, cuts[i], cuts[i + 1]),
                 key,
                 target_size,
                 bounds=bounds,
@@ -516,9 +521,15 @@ def _read_back(
             yield pa.Table.from_batches([batch])
 
 
-def _sort_run(tables: list[pa.Table], key: PoolKey) -> pa.Table:
+def _sort_run(tables: list[pa.Table], key: PoolKey, views: bool = True) -> pa.Table:
+    """``tables`` as one sorted table; a run about to spill (``views`` False) is
+    gathered by plain ``take``: the spill bounds memory, and views add 16 bytes a row
+    of each text column (:class:`RowGather`)."""
     table = concat_unified(tables)
-    return take_sorted(table, sort_order(table, key))
+    order = sort_order(table, key)
+    if order is None:
+        return table
+    return RowGather(table).take(order) if views else table.take(order)
 
 
 class _Spill:
