@@ -61,6 +61,23 @@ def test_values_that_do_not_fit_one_pass_get_the_value_by_value_answer(
     assert [(m.offset(), why in reason) for m, reason in bad] == [(1, True)]
 
 
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b'{"n": NaN}', "NaN is not a JSON number"),  # pyarrow's reader takes NaN
+        (b'{"n": -Infinity}', "Infinity is not a JSON number"),
+        (b'{"n": 1.7976931348623159e308}', "out of range"),  # pyarrow's reader: inf
+    ],
+)
+def test_numbers_json_has_not_are_refused_in_a_batch_of_numbers(raw: bytes, why: str) -> None:
+    """Beside values of the same shape (one pass would read them all), a value that
+    is not a JSON number is refused as value by value refuses it, not kept as nan/inf."""
+    raws = [b'{"n": 1.5}', raw]
+    assert Decoder().fast_values(raws) is None
+    with pytest.raises(InvalidInputError, match=f"kafka topic t partition 0 offset 1: .*{why}"):
+        decode_records(batch(*raws))
+
+
 def test_a_bad_key_sets_its_value_aside_from_the_one_pass_column() -> None:
     msgs: list[Any] = [Msg(b'{"n": 1}', 0), Msg(b'{"n": 2}', 1, b"\xff"), Msg(b'{"n": 3}', 2)]
     table, bad = decode_records(msgs, keep_bad=True)

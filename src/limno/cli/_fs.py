@@ -200,17 +200,42 @@ def _upload_stdin(
 # -- download -------------------------------------------------------------------------------
 
 
-def _local_parts(path: str, prefix: str) -> list[str] | None:
-    """The local path segments of pool path ``path`` under ``prefix`` (None: a
-    directory marker, ``dir/``, which has no file of its own); InvalidInputError for
+def _local_parts(path: str, prefix: str) -> tuple[tuple[str, ...], bool]:
+    """The local path segments of pool path ``path`` under ``prefix``, and whether it
+    is a directory marker (``dir/``, as S3 consoles and s3a make: a directory, no file
+    of its own; the prefix's own marker is the target itself); InvalidInputError for
     a path that cannot be a local file's without climbing out of the target."""
     rel = path[len(prefix) :]
-    if rel.endswith("/"):
-        return None
-    parts = rel.split("/")
+    marker = rel.endswith("/") or not rel
+    parts = tuple(rel[:-1].split("/") if rel.endswith("/") else rel.split("/")) if rel else ()
     if any(p in ("", ".", "..") or os.sep in p or "\x00" in p for p in parts):
         raise InvalidInputError(f"cannot download {path!r}: not a safe local file name")
-    return parts
+    return parts, marker
+
+
+def _download_plan(
+    entries: Iterator[FileEntry], prefix: str
+) -> tuple[list[tuple[FileEntry, tuple[str, ...]]], list[tuple[str, ...]]]:
+    """The files to write (entry, local segments) and the directories the markers
+    make, refusing up front (before a byte is written) a path that is a file and
+    also a directory holding another (``a`` and ``a/b``: S3 allows both)."""
+    files: list[tuple[FileEntry, tuple[str, ...]]] = []
+    dirs: dict[tuple[str, ...], str] = {}
+    for entry in entries:
+        parts, marker = _local_parts(entry.path, prefix)
+        if marker:
+            dirs.setdefault(parts, entry.path)
+        else:
+            files.append((entry, parts))
+        for i in range(1, len(parts)):
+            dirs.setdefault(parts[:i], entry.path)
+    for entry, parts in files:
+        if parts in dirs:
+            raise InvalidInputError(
+                f"cannot download {prefix or '/'}: {entry.path!r} is a file and a directory"
+                f" ({dirs[parts]!r}); download them one at a time"
+            )
+    return files, list(dirs)
 
 
 def _save(chunks: Iterator[bytes], dest: str, entry: FileEntry) -> int:
@@ -220,9 +245,12 @@ def _save(chunks: Iterator[bytes], dest: str, entry: FileEntry) -> int:
     import tempfile
 
     directory = os.path.dirname(dest) or "."
-    os.makedirs(directory, exist_ok=True)
     digest, size = hashlib.md5(usedforsecurity=False), 0
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".limno-download-")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".limno-download-")
+    except OSError as e:
+        raise _unwritable(dest, e) from e
     try:
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
@@ -235,7 +263,10 @@ def _save(chunks: Iterator[bytes], dest: str, entry: FileEntry) -> int:
             raise InvalidInputError(
                 f"{entry.path}: the bytes read do not match its entry (changed while read?)"
             )
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except OSError as e:
+            raise _unwritable(dest, e) from e
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -271,11 +302,10 @@ def download(
         return
     prefix = as_prefix(path)
     target = local or "."
-    plan = []
-    for entry in _entries(pool, ref, prefix, as_of):
-        parts = _local_parts(entry.path, prefix)
-        if parts is not None:
-            plan.append((entry, os.path.join(target, *parts)))
+    files, dirs = _download_plan(_entries(pool, ref, prefix, as_of), prefix)
+    plan = [(entry, os.path.join(target, *parts)) for entry, parts in files]
+    for parts in dirs:
+        _make_dir(os.path.join(target, *parts))
 
     def job(entry: FileEntry, dest: str) -> Callable[[], object]:
         return lambda: _save(pool.read(entry.path, ref, as_of), dest, entry)
@@ -288,6 +318,23 @@ def download(
         f" to {target}",
         err=True,
     )
+
+
+def _make_dir(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(path, e) from e
+
+
+def _unwritable(dest: str, e: OSError) -> InvalidInputError:
+    """The one line for a local file or directory a download cannot make."""
+    if isinstance(e, FileExistsError):
+        if e.filename == dest:
+            return InvalidInputError(f"cannot make directory {dest}: a file is in the way")
+        return InvalidInputError(f"cannot write {dest}: {e.filename} is a file, not a directory")
+    where = f" ({e.filename})" if e.filename and e.filename != dest else ""
+    return InvalidInputError(f"cannot write {dest}: {e.strerror or e}{where}")
 
 
 def _entries(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -53,6 +54,10 @@ FORMATS = ("json", "connect", "avro")
 #: 19 digits or more: an integer pyarrow's JSON reader would round to a float
 _LONG_INTEGER = re.compile(rb"\d{19}")
 _LINE_BREAKS = bytes.maketrans(b"\r\n", b"  ")  # JSON whitespace: safe to flatten
+#: what Python's and pyarrow's JSON readers take that JSON has not (NaN, Infinity)
+_NOT_JSON_CONSTANT = re.compile(rb"NaN|Infinity")
+#: a number that may be past a double's range (1e400 would read as inf)
+_MAYBE_HUGE = re.compile(rb"[eE]\+?\d{3}|\d{300}")
 
 
 def _bytes(raw: bytes | str) -> bytes:
@@ -69,13 +74,29 @@ def parse_json(raw: bytes | str) -> Any:
     try:
         if data.count(b"{") + data.count(b"[") > MAX_NESTING:  # else it cannot be too deep
             check_json_nesting("kafka", data, 1, outer=1)
-        return json.loads(data)
+        if _MAYBE_HUGE.search(data) is None:
+            return json.loads(data, parse_constant=_not_json)
+        return json.loads(data, parse_constant=_not_json, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise Undecodable(f"invalid JSON ({e.msg})") from None
     except UnicodeDecodeError:
         raise Undecodable("its value is not UTF-8") from None
     except (RecursionError, InvalidInputError):
         raise Undecodable("JSON nested too deep") from None
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN``, ``Infinity``: Python's json reads them, but they are not JSON (and would
+    be written back as text no JSON reader takes)."""
+    raise Undecodable(f"invalid JSON ({constant} is not a JSON number)")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float, refusing one past a double's range (it would be inf)."""
+    value = float(text)
+    if math.isinf(value):
+        raise Undecodable(f"invalid JSON (number {text[:40]} is out of range)")
+    return value
 
 
 class Decoder:
@@ -162,6 +183,10 @@ def _json_column(
     )
     if typ is None and _LONG_INTEGER.search(block) is not None:
         return None  # pyarrow would round it to a float (an int64 it reads exactly)
+    if not checked and (
+        _NOT_JSON_CONSTANT.search(block) is not None or _MAYBE_HUGE.search(block) is not None
+    ):
+        return None  # pyarrow reads NaN, Infinity and 1e400 (as inf): the value path refuses them
     if not checked:
         try:
             block.decode("utf-8")

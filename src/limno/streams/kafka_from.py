@@ -331,6 +331,19 @@ class _Sync:
         return True
 
 
+def _own_dead_letters(ref: str, opts: FromOptions) -> None:
+    """``--dead-letter`` naming the target branch refused before Kafka or the lake is
+    touched (``DeadLetters.open`` checks again by pool id: a rename in between)."""
+    from limno.core.refs import parse_pool_ref
+
+    name, branch = parse_pool_ref(ref)
+    if (name, branch or "main") == (opts.pool, opts.branch):
+        raise InvalidInputError(
+            f"--dead-letter {ref} is the target branch {opts.pool}@{opts.branch}: "
+            "dead letters need a pool or branch of their own"
+        )
+
+
 def sync_from(
     lake: Lake,
     opts: FromOptions,
@@ -343,10 +356,14 @@ def sync_from(
     far are committed first), or ``opts.exit_after`` seconds without a message;
     ``on_commit`` hears of each commit as it lands. A bad shaper is refused first."""
     shaper = None if opts.shaper is None else Shaper(opts.shaper)
-    pool = create_pool(lake, opts.pool, len(opts.topics), log)
+    if opts.dead_letter is not None:
+        _own_dead_letters(opts.dead_letter, opts)
     errors: list[KafkaError] = []
     consumer = Consumer(consumer_config(opts.bootstrap, errors))
     try:
+        for topic in opts.topics:  # a misspelt topic leaves no new, empty pool behind
+            partitions_of(consumer, topic, opts.bootstrap)
+        pool = create_pool(lake, opts.pool, len(opts.topics), log)
         sync = _Sync(pool, consumer, opts, log, shaper)
         if opts.dead_letter is not None:
             target = (pool, opts.branch)
