@@ -27,6 +27,13 @@ The SQL is DuckDB's. ``where`` is an expression over one record's columns (``kaf
 (stateless) or ``left`` and ``right`` (denorm, joined by ``join-on``), giving
 ``key`` and ``value`` (and optionally ``headers``). DuckDB reserves ``left`` and
 ``right``: written ``left.x`` here they are read as the tables (quoted for DuckDB).
+Each SQL fragment is parsed (DuckDB's parser) when the config is read, so a syntax
+error is reported by any run, with new input or not; a fragment must stand alone
+(balanced parentheses, no ``;``) since a run sets it inside its own statements, where
+``x) OR (true`` would widen the run's filter of consumed records. Field names are
+bound when a run has records for the rule. Pool names are checked as pools are, and
+an output topic may not be an input topic of the same pool@branch (the ETL would
+read its own output).
 Errors are :class:`~limno.errors.InvalidInputError`:
 ``invoices.yaml line 12: transforms[0].join-on: ...``.
 """
@@ -34,13 +41,15 @@ Errors are :class:`~limno.errors.InvalidInputError`:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import yaml
 
-from limno.errors import InvalidInputError, NotFoundError
+from limno.errors import InvalidInputError, LimnoError, NotFoundError
+from limno.etl.common import quote_tables
+from limno.pools.registry import validate_pool_name
 
 __all__ = [
     "Config",
@@ -60,6 +69,14 @@ _INPUT = {"topic", "pool"}
 _DENORM = {"type", "left", "right", "join-on", "where", "select", "out"}
 _STATELESS = {"type", "in", "where", "select", "out"}
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+#: what is not SQL structure: literals, quoted names, comments (a ``--`` one is kept)
+_OPAQUE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|/\*.*?\*/|(--)[^\n]*", re.S)
+#: each field's fragment inside a statement of its shape, for DuckDB's parser
+_SHAPES = {
+    "where": "SELECT 1 FROM _etl WHERE (\n{}\n)",
+    "join-on": "SELECT 1 FROM _l JOIN _r ON (\n{}\n)",
+    "select": "SELECT\n{}\nFROM _etl",
+}
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,8 @@ class Output:
     topic: str
     pool: str
     branch: str
+    #: where its pool is named (a run's errors about the output pool point there)
+    place: Place | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -211,13 +230,22 @@ def parse_config(text: str, file: str = "config", default_name: str = "etl") -> 
         if not _NAME.match(name):
             raise r.place(top["name"], "name").error("use letters, digits, '_', '.', '-'")
     inputs = [
-        Input(*_topic_ref(r, node, f"inputs[{i}]"))
+        Input(*_topic_ref(r, node, f"inputs[{i}]")[:3])
         for i, node in enumerate(r.sequence(r.required(top, root, "", "inputs"), "inputs"))
     ]
     outputs = [
         Output(*_topic_ref(r, node, f"outputs[{i}]"))
         for i, node in enumerate(r.sequence(r.required(top, root, "", "outputs"), "outputs"))
     ]
+    read = {(i.topic, i.pool, i.branch) for i in inputs}
+    for i, o in enumerate(outputs):
+        if (o.topic, o.pool, o.branch) in read:
+            node = top["outputs"]
+            assert isinstance(node, yaml.SequenceNode)
+            raise r.place(node.value[i], f"outputs[{i}].topic").error(
+                f"{o.topic} in {o.pool}@{o.branch} is also an input: the ETL would read "
+                "its own output (write it to another topic or pool)"
+            )
     _check_topics(r, top, [i.topic for i in inputs], "inputs")
     _check_topics(r, top, [o.topic for o in outputs], "outputs")
     if len({(o.pool, o.branch) for o in outputs}) > 1:
@@ -231,15 +259,43 @@ def parse_config(text: str, file: str = "config", default_name: str = "etl") -> 
     return Config(name, inputs, outputs, rules)
 
 
-def _topic_ref(r: _Reader, node: yaml.Node, field: str) -> tuple[str, str, str]:
-    fields = r.mapping(node, field, _INPUT)
-    topic = r.text(r.required(fields, node, field, "topic"), f"{field}.topic")
-    pool_node = r.required(fields, node, field, "pool")
-    ref = r.text(pool_node, f"{field}.pool")
+def _topic_ref(r: _Reader, node: yaml.Node, at: str) -> tuple[str, str, str, Place]:
+    fields = r.mapping(node, at, _INPUT)
+    topic = r.text(r.required(fields, node, at, "topic"), f"{at}.topic")
+    pool_node = r.required(fields, node, at, "pool")
+    ref = r.text(pool_node, f"{at}.pool")
+    place = r.place(pool_node, f"{at}.pool")
     pool, sep, branch = ref.partition("@")
     if not pool or (sep and not branch):
-        raise r.place(pool_node, f"{field}.pool").error(f"{ref!r} is not POOL[@BRANCH]")
-    return topic, pool, branch or "main"
+        raise place.error(f"{ref!r} is not POOL[@BRANCH]")
+    try:
+        validate_pool_name(pool)
+    except LimnoError as e:
+        raise place.error(str(e)) from None
+    return topic, pool, branch or "main", place
+
+
+def _sql(place: Place, shape: str, sql: str) -> str:
+    """``sql`` checked as the fragment of ``shape`` (a :data:`_SHAPES` key): it stands
+    alone and DuckDB parses it. A ``--`` comment in it gets a line end after it, so
+    that it ends where the fragment does inside a run's statement."""
+    structure = _OPAQUE.sub(" ", sql)
+    if ";" in structure:
+        raise place.error("a ';' outside quotes: one SQL fragment, not statements")
+    depth = 0
+    for char in structure:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            break
+    if depth:
+        raise place.error(f"unbalanced parentheses ({'a' if depth < 0 else 'no'} ')' too many)")
+    import duckdb  # the parser of the SQL dialect the rules are in; loads with a config
+
+    try:
+        duckdb.extract_statements(_SHAPES[shape].format(quote_tables(sql)))
+    except duckdb.Error as e:
+        raise place.error(str(e).split("\n", 1)[0]) from None
+    return f"{sql}\n" if any(m.group(1) for m in _OPAQUE.finditer(sql)) else sql
 
 
 def _check_topics(r: _Reader, top: dict[str, yaml.Node], topics: list[str], field: str) -> None:
@@ -272,7 +328,8 @@ def _rule(r: _Reader, index: int, node: yaml.Node, known_in: set[str], known_out
     def text(name: str, default: str | None = None) -> str:
         if name not in fields and default is not None:
             return default
-        return r.text(r.required(fields, node, field, name), f"{field}.{name}")
+        found = r.text(r.required(fields, node, field, name), f"{field}.{name}")
+        return _sql(places[name], name, found) if name in _SHAPES else found
 
     def topic(name: str, known: set[str], what: str) -> str:
         found = text(name)

@@ -114,10 +114,15 @@ class _Run:
             if mine:
                 pairs = ", ".join(f"({p}, {o})" for p, o in mine)
                 waiting = f" OR (_etl_partition, _etl_offset) IN (VALUES {pairs})"
+        where, place = quote_tables(rule.where), rule_field(rule, "where")
+        # DuckDB would cast a number to a boolean and let every record through
+        kind = self.sql(f"DESCRIBE SELECT ({where}) AS w FROM {source}", place).fetchall()
+        if kind[0][1] not in ("BOOLEAN", '"NULL"'):
+            raise place.error(f"is of type {kind[0][1]}, not a BOOLEAN condition")
         self.sql(
             f"CREATE TEMP VIEW {name} AS SELECT * FROM {source} "
-            f"WHERE (_etl_new{waiting}) AND ({quote_tables(rule.where)})",
-            rule_field(rule, "where"),
+            f"WHERE (_etl_new{waiting}) AND ({where})",
+            place,
         )
         return True
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from limno.engines.choice import use_spark
-from limno.errors import ConflictError, NotFoundError
+from limno.errors import ConflictError, InvalidInputError, NotFoundError
 from limno.etl.config import Config
 from limno.etl.state import Read, State, read_state
 from limno.streams.follow import DEFAULT_INTERVAL, follow
@@ -61,12 +61,22 @@ class RunReport:
     engine: str
 
 
-def _output_pool(lake: Lake, name: str, log: Callable[[str], None]) -> Pool:
+def _output_pool(lake: Lake, config: Config, log: Callable[[str], None]) -> Pool:
+    """The output pool, created when missing; one keyed otherwise is refused: the
+    output records are written in ``kafka.offset`` order, and read back by it."""
+    name = config.output_pool[0]
     try:
-        return lake.pool(name)
+        pool = lake.pool(name)
     except NotFoundError:
         log(f"etl: creating pool {name} (key {POOL_KEY})")
         return lake.create_pool(name, POOL_KEY)
+    key = (pool.config.key or "").replace(" ", "")
+    if pool.config.kind != "records" or key != POOL_KEY:
+        what = f"keyed on {key}" if pool.config.kind == "records" else "a file pool"
+        problem = f"pool {name} is {what}: an ETL writes to a records pool keyed on {POOL_KEY}"
+        place = config.outputs[0].place
+        raise place.error(problem) if place else InvalidInputError(f"etl: {problem}")
+    return pool
 
 
 def _size(lake: Lake, config: Config) -> int:
@@ -85,7 +95,7 @@ def run_etl(
 ) -> RunReport:
     """Run ``config`` once on ``lake`` (see the module's docstring)."""
     pool_name, branch = config.output_pool
-    pool = _output_pool(lake, pool_name, log)
+    pool = _output_pool(lake, config, log)
     state = read_state(pool, branch, config.name)
     chosen = (
         "spark" if use_spark(engine, _size(lake, config) if engine == "auto" else 0) else "local"
