@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from limno.server.formats import ARROW, CSV, NDJSON, NotAcceptableError, choose
 from server_support import Served
 
 
@@ -39,7 +40,15 @@ def test_json_routes_answer_what_takes_json(server: Served, accept: str | None) 
 
 
 @pytest.mark.parametrize(
-    "accept", ["image/png", "text/csv", "application/json;q=0", "image/png, */*;q=0"]
+    "accept",
+    [
+        "image/png",
+        "text/csv",
+        "application/json;q=0",
+        "image/png, */*;q=0",
+        "application/json;q=0, */*",  # the type named refuses it, whatever the wildcard says
+        "application/json;q=0, application/problem+json;q=0, application/*",
+    ],
 )
 def test_json_routes_refuse_what_takes_no_json(server: Served, accept: str) -> None:
     answer = _get(server, "/v1/pools", accept)
@@ -80,3 +89,26 @@ def test_a_file_is_read_whatever_it_is(server: Served) -> None:
     assert read.status_code == 200 and read.content == b"\x89PNG", read.text
     assert _get(server, f"{base}/stat?ref=main&path=a.png", "image/png").status_code == 406
     assert _get(server, f"{base}/stat?ref=main&path=a.png", None).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("accept", "chosen"),
+    [
+        (None, NDJSON),
+        ("*/*", NDJSON),
+        ("text/csv, */*;q=0.5", CSV),
+        (f"{NDJSON};q=0, */*", ARROW),  # refused by name: the next type we write
+        (f"{NDJSON};q=0, application/*;q=0.9, {CSV};q=0.5", ARROW),
+        (f"*/*;q=0.1, {CSV};q=0", NDJSON),
+    ],
+)
+def test_results_take_the_most_specific_quality(accept: str | None, chosen: str) -> None:
+    """RFC 9110: a type's quality is that of the most specific range naming it, so a
+    wildcard never brings back a type refused by name (results: scans, queries)."""
+    assert choose(accept) == chosen
+
+
+def test_a_wildcard_refused_with_every_type_is_not_acceptable() -> None:
+    refused = ", ".join(f"{m};q=0" for m in (NDJSON, ARROW, "application/json", CSV))
+    with pytest.raises(NotAcceptableError):
+        choose(f"{refused}, application/vnd.apache.parquet;q=0, */*")

@@ -67,34 +67,53 @@ def accepts(accept: str | None, media: str) -> bool:
 
 
 def choose(accept: str | None) -> str:
-    """The media type to answer with: the client's most preferred one that we write."""
+    """The media type to answer with: the client's most preferred one that we write
+    (a wildcard, ``*/*`` or ``application/*``: NDJSON, or the first type we write that
+    the header does not refuse by name with ``q=0``)."""
     if not accept:
         return NDJSON
     for _, _, media in sorted(_ranked(accept)):
-        if media in MEDIA_TYPES:
+        if media in MEDIA_TYPES and _quality(accept, media) > 0:
             return media
-        if media in ("*/*", "application/*"):
-            return NDJSON
+        if media in _WILDCARDS:
+            for ours in (NDJSON, *MEDIA_TYPES):
+                if _quality(accept, ours) > 0:
+                    return ours
     raise NotAcceptableError(
         f"cannot answer with {accept!r}: results come as one of {', '.join(MEDIA_TYPES)}"
     )
 
 
-#: what an answer in JSON satisfies (a problem's application/problem+json is JSON too)
-_JSON_RANGES = (JSON, "application/problem+json", "*/*", "application/*")
+_WILDCARDS = ("*/*", "application/*")
 
 
 def check_json(accept: str | None) -> None:
     """NotAcceptableError unless the ``Accept`` header takes JSON (none does, as
-    ``*/*`` and ``application/*`` do): for the routes that answer only in JSON, so
-    that they refuse a type they cannot write (406) as :func:`choose` does."""
-    if accept and not any(media in _JSON_RANGES for _, _, media in _ranked(accept)):
+    ``*/*`` and ``application/*`` do, unless JSON is refused by name with ``q=0``):
+    for the routes that answer only in JSON, so that they refuse a type they cannot
+    write (406) as :func:`choose` does. A client that names
+    ``application/problem+json`` takes JSON too."""
+    if accept and _quality(accept, JSON) <= 0 and not accepts(accept, "application/problem+json"):
         raise NotAcceptableError(f"cannot answer with {accept!r}: this route answers in {JSON}")
 
 
-def _ranked(accept: str) -> list[tuple[float, int, str]]:
-    """The media types of an ``Accept`` header with a quality above 0, as (-quality,
-    position, type), in header order (sorted, the most preferred comes first)."""
+def _quality(accept: str, media: str) -> float:
+    """The quality the ``Accept`` header gives ``media``: that of the most specific
+    range naming it (the type itself, then ``application/*``, then ``*/*``; RFC 9110
+    12.5.1), 0 when none does."""
+    found: dict[str, float] = {}
+    for q, _, item in _ranked(accept, refused=True):
+        found.setdefault(item, -q)
+    for item in (media, media.split("/", 1)[0] + "/*", "*/*"):
+        if item in found:
+            return found[item]
+    return 0.0
+
+
+def _ranked(accept: str, refused: bool = False) -> list[tuple[float, int, str]]:
+    """The media types of an ``Accept`` header with a quality above 0 (``refused``:
+    and those of quality 0), as (-quality, position, type), in header order (sorted,
+    the most preferred comes first)."""
     ranked: list[tuple[float, int, str]] = []
     for i, item in enumerate(accept.split(",")):
         media, *params = (p.strip() for p in item.split(";"))
@@ -106,7 +125,7 @@ def _ranked(accept: str) -> list[tuple[float, int, str]]:
                     q = float(value)
                 except ValueError:
                     q = 0.0
-        if q > 0:
+        if q > 0 or refused:
             ranked.append((-q, i, media.lower()))
     return ranked
 
