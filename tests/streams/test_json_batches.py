@@ -90,3 +90,20 @@ def test_a_bad_key_sets_its_value_aside_from_the_one_pass_column() -> None:
 def test_line_breaks_between_tokens_are_whitespace() -> None:
     got = values(b'{"a":\n 1}', b'{"a":\r\n 2, "b": [3]}')
     assert got == [{"a": 1, "b": None}, {"a": 2, "b": [3]}]
+
+
+def test_names_that_look_like_constants_keep_the_one_pass_read() -> None:
+    """``"Infinity War"``, ``"NaN"`` and ``e123`` inside strings are no numbers: the batch
+    is still read in one pass (a Debezium envelope's names and ids often hold such)."""
+    raws = [b'{"title": "Infinity War", "code": "e123"}', b'{"title": "NaN", "code": "E1000"}']
+    assert Decoder().fast_values(raws) is not None
+    assert values(*raws)[0] == {"title": "Infinity War", "code": "e123"}
+
+
+@pytest.mark.parametrize("raw", [b'{"xs": [1.5, Infinity]}', b'{"s": {"x": 1e999}}'])
+def test_a_nested_number_json_has_not_is_refused(raw: bytes) -> None:
+    """Inside lists and objects too, value by value's answer (refused), not inf."""
+    raws = [b'{"xs": [1.5], "s": {"x": 2.5}}', raw]
+    assert Decoder().fast_values(raws) is None
+    with pytest.raises(InvalidInputError, match="offset 1: invalid JSON"):
+        decode_records(batch(*raws))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pjson
 
 from limno.data.input_checks import MAX_NESTING, check_json_nesting
@@ -183,10 +184,9 @@ def _json_column(
     )
     if typ is None and _LONG_INTEGER.search(block) is not None:
         return None  # pyarrow would round it to a float (an int64 it reads exactly)
-    if not checked and (
+    maybe_not_finite = not checked and (
         _NOT_JSON_CONSTANT.search(block) is not None or _MAYBE_HUGE.search(block) is not None
-    ):
-        return None  # pyarrow reads NaN, Infinity and 1e400 (as inf): the value path refuses them
+    )
     if not checked:
         try:
             block.decode("utf-8")
@@ -204,7 +204,23 @@ def _json_column(
         or _depth(table.schema.field("v").type) + 1 >= MAX_NESTING
     ):
         return None
-    return table.column("v").combine_chunks()
+    column = table.column("v").combine_chunks()
+    if maybe_not_finite and _not_finite(column):
+        return None  # pyarrow reads NaN, Infinity and 1e400 (as inf): the value path refuses them
+    return column
+
+
+def _not_finite(values: pa.Array) -> bool:
+    """Whether a float anywhere in ``values`` (structs and lists too) is NaN or infinite
+    (the texts that may give one are often only names: ``"Infinity War"``, ``e123``)."""
+    typ = values.type
+    if pa.types.is_floating(typ):
+        return bool(pc.any(pc.invert(pc.is_finite(values))).as_py())
+    if pa.types.is_struct(typ):
+        return any(_not_finite(values.field(i)) for i in range(typ.num_fields))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _not_finite(values.flatten())
+    return False
 
 
 def _depth(typ: pa.DataType) -> int:
