@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from limno.api import Lake, Pool
     from limno.core.commits import Commit
 
-__all__ = ["DEAD_TYPE", "DeadLetters"]
+__all__ = ["DEAD_TYPE", "DeadLetters", "check_own_branch"]
 
 DEAD_TYPE = pa.schema(
     [
@@ -88,6 +88,24 @@ _KAFKA_MS = pa.struct(
 )
 
 
+def check_own_branch(ref: str, pool: str, branch: str) -> None:
+    """``ref`` (``--dead-letter``) refused by name when it is the target ``pool@branch``,
+    before anything is read or made (:meth:`DeadLetters.open` checks again by pool id:
+    a rename in between)."""
+    from limno.core.refs import parse_pool_ref
+
+    name, named = parse_pool_ref(ref)
+    if (name, named or "main") == (pool, branch):
+        raise _on_target_branch(ref, pool, branch)
+
+
+def _on_target_branch(ref: str, pool: str, branch: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"--dead-letter {ref} is the target branch {pool}@{branch}: "
+        "dead letters need a pool or branch of their own"
+    )
+
+
 class DeadLetters:
     """The dead-letter pool of one sync (see the module docstring)."""
 
@@ -121,10 +139,7 @@ class DeadLetters:
             pool = lake.create_pool(name, _KEY)
         branch = branch or "main"
         if target is not None and (target[0].id, target[1]) == (pool.id, branch):
-            raise InvalidInputError(
-                f"--dead-letter {ref} is the target branch {target[0].name}@{target[1]}: "
-                "dead letters need a pool or branch of their own"
-            )
+            raise _on_target_branch(ref, target[0].name, target[1])
         return cls(pool, branch, topics, log)
 
     def commit(self, bad: Sequence[Bad], batch: Sequence[Message]) -> Commit | None:

@@ -65,7 +65,7 @@ from limno.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
-from limno.streams.dead_letters import DeadLetters
+from limno.streams.dead_letters import DeadLetters, check_own_branch
 from limno.streams.formats import decoder_for
 from limno.streams.kafka_offsets import branch_offsets, topics_meta
 from limno.streams.kafka_records import batch_ranges, decode_records
@@ -331,19 +331,6 @@ class _Sync:
         return True
 
 
-def _own_dead_letters(ref: str, opts: FromOptions) -> None:
-    """``--dead-letter`` naming the target branch refused before Kafka or the lake is
-    touched (``DeadLetters.open`` checks again by pool id: a rename in between)."""
-    from limno.core.refs import parse_pool_ref
-
-    name, branch = parse_pool_ref(ref)
-    if (name, branch or "main") == (opts.pool, opts.branch):
-        raise InvalidInputError(
-            f"--dead-letter {ref} is the target branch {opts.pool}@{opts.branch}: "
-            "dead letters need a pool or branch of their own"
-        )
-
-
 def sync_from(
     lake: Lake,
     opts: FromOptions,
@@ -357,7 +344,7 @@ def sync_from(
     ``on_commit`` hears of each commit as it lands. A bad shaper is refused first."""
     shaper = None if opts.shaper is None else Shaper(opts.shaper)
     if opts.dead_letter is not None:
-        _own_dead_letters(opts.dead_letter, opts)
+        check_own_branch(opts.dead_letter, opts.pool, opts.branch)
     errors: list[KafkaError] = []
     consumer = Consumer(consumer_config(opts.bootstrap, errors))
     try:
