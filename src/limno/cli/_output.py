@@ -256,6 +256,8 @@ def _csv_ready(table: pa.Table) -> pa.Table:
         t = col.type
         if pa.types.is_string_view(t):
             col = col.cast(pa.string())
+        elif pa.types.is_timestamp(t) and (iso := _iso_timestamps(col)) is not None:
+            col = iso
         elif (
             pa.types.is_nested(t)
             or pa.types.is_binary(t)
@@ -263,16 +265,10 @@ def _csv_ready(table: pa.Table) -> pa.Table:
             or pa.types.is_fixed_size_binary(t)
             or pa.types.is_binary_view(t)
             or pa.types.is_duration(t)
+            or pa.types.is_timestamp(t)  # one Arrow cannot write as Python does
             or isinstance(t, pa.BaseExtensionType)
         ):
             col = pa.array([_csv_text(v) for v in col.to_pylist()], pa.string())
-        elif pa.types.is_timestamp(t):
-            iso = _iso_timestamps(col)
-            col = (
-                pa.array([_csv_text(v) for v in col.to_pylist()], pa.string())
-                if iso is None
-                else iso
-            )
         cols.append((name, col))
     return pa.table(dict(cols)) if cols else table
 
