@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from limno.data.keys import PoolKey, SortKey
+from limno.data.numpy_view import fixed_values
 
 __all__ = ["remembered_ranges", "spans"]
 
@@ -71,8 +72,7 @@ def spans(keys: pa.Table, key: PoolKey, n: int, wanted: list[SortKey]) -> list[r
             return None
         values.append(v)
     whole = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    # the buffer itself: to_numpy would import pandas (a lookup's start-up cost)
-    held = np.frombuffer(whole.buffers()[1], dtype, len(whole), whole.offset * dtype.itemsize)
+    held = fixed_values(whole, dtype)
     probe = np.array(values, dtype=dtype)
     starts = np.searchsorted(held, probe, "left").tolist()
     ends = np.searchsorted(held, probe, "right").tolist()

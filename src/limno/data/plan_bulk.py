@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from limno.data.keys import PoolKey
+from limno.data.numpy_view import fixed_values
 from limno.data.objects import DataObject
 from limno.data.plan_index import _SCHEMA, FORMAT, KEYLESS, UNREAD, _whole, key_text, row_texts
 
@@ -260,8 +261,7 @@ def _nulled(keys: pa.Array) -> pa.Array:
 def _ints(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """An integer array without nulls as numpy's (not through pandas)."""
     whole = _whole(array) if isinstance(array, pa.ChunkedArray) else array
-    values = np.frombuffer(whole.buffers()[1], np.int64 if whole.type == pa.int64() else np.uint64)
-    return values[whole.offset : whole.offset + len(whole)].astype(np.int64)
+    return fixed_values(whole, np.int64 if whole.type == pa.int64() else np.uint64).astype(np.int64)
 
 
 def _first_seen(codes: np.ndarray, schemas: list[str]) -> pa.DictionaryArray:

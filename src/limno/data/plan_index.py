@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from limno.data.keys import PoolKey, SortKey, decode_key, encode_key
+from limno.data.numpy_view import fixed_values
 from limno.data.objects import DataObject
 from limno.data.scan_plan import Plan
 from limno.errors import CorruptError
@@ -268,8 +269,7 @@ def _ints(array: pa.Array, kind: type[np.generic] = np.int64) -> np.ndarray:
     pandas: half a second of a new process's first page)."""
     if array.null_count:
         raise CorruptError("stored scan plan: a null where a number belongs")
-    values = np.frombuffer(array.buffers()[1], kind)
-    return values[array.offset : array.offset + len(array)]
+    return fixed_values(array, kind)
 
 
 class _Bounds(Sequence[SortKey]):
