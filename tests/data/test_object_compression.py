@@ -1,6 +1,6 @@
 """Columns LZ4 cannot shrink are stored uncompressed; every other column keeps LZ4.
 
-The choice is made per object on its first rows (``encoding._compressions``). What a
+The choice is made per object on its first rows (``column_encodings._compressions``). What a
 reader gets must not change: the same rows and types, pages that verify, and DuckDB
 reading the objects as it did.
 """
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from limno.data import encoding
+from limno.data import column_encodings
 from limno.data.objects import data_path
 from limno.lake import Lake
 
@@ -85,11 +85,11 @@ def test_a_small_object_keeps_lz4_everywhere(tmp_path: Path) -> None:
 def test_the_probe_reads_a_sliced_columns_own_values() -> None:
     values = pa.array([f"{i:08d}" for i in range(40_000)])
     piece = pa.chunked_array([values.slice(1234)])
-    probe = encoding._probe(piece)
+    probe = column_encodings._probe(piece)
     assert probe is not None
     expected = "".join(f"{i:08d}" for i in range(1234, 40_000)).encode()
-    assert probe.to_pybytes() == expected[: encoding.COMPRESSION_PROBE_BYTES]
+    assert probe.to_pybytes() == expected[: column_encodings.COMPRESSION_PROBE_BYTES]
     numbers = pa.chunked_array([pa.array(np.arange(50_000, dtype=np.int64)).slice(100)])
-    probe = encoding._probe(numbers)
+    probe = column_encodings._probe(numbers)
     assert probe is not None
     assert np.array_equal(np.frombuffer(probe.to_pybytes(), np.int64)[:3], [100, 101, 102])

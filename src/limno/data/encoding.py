@@ -27,15 +27,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from limno.data import column_encodings
+from limno.data.column_encodings import COMPRESSION
 from limno.data.keys import PoolKey
 from limno.data.kway import concat_unified
 from limno.data.objects import DataObject, data_path, schema_to_b64
 from limno.data.plain_types import plain_batch
 from limno.data.sketches import SketchBuilder, sketch_path
-from limno.data.sort import numpy_values
 from limno.errors import ConflictError, LimnoError, os_errors
 from limno.ksuid import ksuid
 from limno.storage import Storage
@@ -55,22 +55,6 @@ __all__ = [
 #: Spark) does not pay its per-group cost too often (TPC-H at SF1: 32K-row groups were
 #: 10-15% slower to scan than 64K, 128K ones 10% faster still but twice the lookup)
 ROW_GROUP_ROWS = 65536
-#: LZ4 (the raw block format of Parquet 2.9, ``LZ4_RAW``) decodes about a third
-#: faster than zstd level 1 in DuckDB's and Arrow's scans, at about 45% more bytes
-COMPRESSION = "lz4"
-#: rows looked at to decide whether a column's values repeat enough for a dictionary
-DICTIONARY_SAMPLE_ROWS = 16384
-#: ... and the fewest rows for which that is worth looking at (fewer: no dictionaries)
-DICTIONARY_MIN_ROWS = 4096
-#: bytes of a plain column's first values that LZ4 is tried on, at most; a probe must
-#: be larger than 64 KiB, where LZ4 finds matches as in a page (of about 1 MiB) and not
-#: in its mode for small inputs (a table twice as fine: random 40-bit integers in int64
-#: shrink by 12% there, by nothing in a page)
-COMPRESSION_PROBE_BYTES = 256 * 1024
-COMPRESSION_PROBE_MIN_BYTES = 96 * 1024
-#: a plain column whose probe LZ4 shrinks by less than this share is stored uncompressed
-MIN_COMPRESSION_GAIN = 0.05
-
 #: tells whether vacuum removed the object of this id (see :func:`write_sorted`)
 Removed = Callable[[str], bool]
 
@@ -147,13 +131,13 @@ class ObjectWriter:
             self._pending_rows = rest.num_rows
 
     def _open(self, schema: pa.Schema, sample: pa.Table) -> pq.ParquetWriter:
-        dictionary, ascending = _encodings(sample)
+        chosen = column_encodings.choose(sample)
         writer = pq.ParquetWriter(
             self.tmp,
             schema,
-            compression=_compressions(sample, dictionary, ascending),
-            use_dictionary=dictionary,
-            column_encoding=dict.fromkeys(ascending, "DELTA_BINARY_PACKED") or None,
+            compression=chosen.compression,
+            use_dictionary=chosen.dictionary,
+            column_encoding=dict.fromkeys(chosen.ascending, "DELTA_BINARY_PACKED") or None,
             # decimals of up to 18 digits as INT32/INT64, not fixed-size binary: smaller
             # and much faster to scan (what Spark and Arrow-rs write as well)
             store_decimal_as_integer=True,
@@ -251,143 +235,6 @@ class ObjectWriter:
                 self._writer.close()
         with contextlib.suppress(OSError):
             os.unlink(self.tmp)
-
-
-def _encodings(sample: pa.Table) -> tuple[bool | list[str], list[str]]:
-    """Columns worth dictionary encoding, and ascending ones, judged on an object's first rows.
-
-    Dictionary encoding pays when values repeat; for (nearly) unique values it costs
-    time and makes the file larger. Only top-level primitive columns whose sample has
-    more than half distinct values go without; nested columns keep the default. So do
-    integer and temporal columns whose sample is in ascending order (the pool key, a
-    sorted id): their runs and small steps compress better than a dictionary's indices
-    and encode in half the time (TPC-H ``l_orderkey``, about 4 rows per value: 27%
-    smaller, 60% less encoding time). Those are the second list, stored as
-    ``DELTA_BINARY_PACKED`` rather than plain: a few bits a value that DuckDB decodes
-    with no page decompression (TPC-H Q4, which scans ``l_orderkey`` and ``o_orderkey``:
-    about a fifth less CPU; pyarrow reads the column in half the time). In an object of
-    fewer than :data:`DICTIONARY_MIN_ROWS` rows every primitive column goes plain: a
-    dictionary saves next to nothing there, and building one takes a good part of a
-    small append's encoding time.
-    """
-    small = sample.num_rows < DICTIONARY_MIN_ROWS
-    # judged on the stored values (text kept as dictionaries: as its plain form is)
-    sample = plain_batch(sample.slice(0, DICTIONARY_SAMPLE_ROWS))
-    plain, ascending = [], []
-    for name, column in zip(sample.column_names, sample.columns, strict=True):
-        if not _flat(column.type):
-            continue
-        if small:
-            plain.append(name)
-            continue
-        valid = len(column) - column.null_count
-        if valid and _ascending(column):
-            ascending.append(name)
-        elif valid and pc.count_distinct(column).as_py() * 2 > valid:
-            plain.append(name)
-    if not plain and not ascending:
-        return True, ascending
-    paths = _leaf_paths(sample.schema)
-    enabled = [p for p in paths if p not in plain and p not in ascending]
-    return enabled or False, ascending
-
-
-def _compressions(
-    sample: pa.Table, dictionary: bool | list[str], ascending: list[str]
-) -> str | dict[str, str]:
-    """The codec of each column: :data:`COMPRESSION`, but none for a plain column whose
-    values LZ4 cannot shrink (random numbers, hashes, ids that are not sorted).
-
-    On such values LZ4 still spends a pass and a copy of every page when writing, and
-    the reader one when decoding, for pages that come out the same size or larger
-    (the ``compaction`` benchmark's random ``a`` and ``b``: LZ4 saves 0%). Judged on
-    the first :data:`COMPRESSION_PROBE_BYTES` of the sample's values, as LZ4 sees the
-    plain encoding; dictionary and delta encoded columns keep the codec. So does every
-    column of a table with a dot in a column name: Arrow reads a codec's column path at
-    its dots, and a column it does not find would get no codec at all.
-    """
-    if dictionary is True or any("." in name for name in sample.schema.names):
-        return COMPRESSION
-    encoded = set(ascending) | (set(dictionary) if isinstance(dictionary, list) else set())
-    codec = pa.Codec(COMPRESSION)
-    raw = [
-        name
-        for name, column in zip(sample.column_names, sample.columns, strict=True)
-        if name not in encoded and _incompressible(_probe(column), codec)
-    ]
-    if not raw:
-        return COMPRESSION
-    return {p: "none" if p in raw else COMPRESSION for p in _leaf_paths(sample.schema)}
-
-
-def _probe(column: pa.ChunkedArray) -> pa.Buffer | None:
-    """The first values of a number or text column as its plain encoding holds them
-    (None for other types, or too few values to judge)."""
-    if not column.num_chunks:
-        return None
-    chunk = column.chunk(0)
-    t = chunk.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t):
-        width = t.bit_width // 8
-        count = min(len(chunk), COMPRESSION_PROBE_BYTES // width)
-        data = chunk.buffers()[1]
-        start = chunk.offset * width
-    elif pa.types.is_string(t) or pa.types.is_binary(t):
-        ends = [None, chunk.buffers()[1]]
-        offsets = numpy_values(
-            pa.Array.from_buffers(pa.int32(), len(chunk) + 1, ends, 0, chunk.offset)
-        )
-        data = chunk.buffers()[2]
-        start = int(offsets[0])
-        count = min(int(offsets[-1]) - start, COMPRESSION_PROBE_BYTES)
-        width = 1
-    else:
-        return None
-    if data is None or count * width < COMPRESSION_PROBE_MIN_BYTES:
-        return None
-    return data.slice(start, count * width)
-
-
-def _incompressible(probe: pa.Buffer | None, codec: pa.Codec) -> bool:
-    if probe is None:
-        return False
-    packed = codec.compress(probe, asbytes=False)
-    return bool(packed.size > probe.size * (1 - MIN_COMPRESSION_GAIN))
-
-
-def _ascending(column: pa.ChunkedArray) -> bool:
-    """Whether an integer or temporal column's values (nulls aside) never decrease."""
-    t = column.type
-    if not (pa.types.is_integer(t) or pa.types.is_temporal(t)) or pa.types.is_interval(t):
-        return False  # intervals have no order
-    values = column.drop_null() if column.null_count else column
-    if len(values) < 2:
-        return False
-    later, earlier = values.slice(1), values.slice(0, len(values) - 1)
-    return bool(pc.all(pc.greater_equal(later, earlier)).as_py())
-
-
-def _flat(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_decimal(t)
-        or pa.types.is_temporal(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
-
-
-def _leaf_paths(schema: pa.Schema) -> list[str]:
-    """The Parquet column paths a schema is written as (``a.list.element``...)."""
-    if all(_flat(t) or pa.types.is_boolean(t) for t in schema.types):
-        return list(schema.names)
-    buf = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), buf)
-    md = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
-    return [md.schema.column(i).path for i in range(md.num_columns)]
 
 
 class Uploader:
