@@ -371,10 +371,12 @@ def test_failed_job_is_never_referenced_and_vacuum_reclaims_it(
     def die(obj: DataObject) -> None:
         os._exit(1)
 
+    # One partition: one task, which publishes and dies. With two, the job failed with
+    # the first task's death while the second could still publish after the vacuum.
     monkeypatch.setattr(_native, "remove_tree", lambda storage, prefix: None)
     good = spark.range(0, 5000).selectExpr("id AS k", "id AS v")
     with pytest.raises(Exception, match="(?i)python worker"):
-        ls.write(good, pool, partitions=2, _hook=die)
+        ls.write(good, pool, partitions=1, _hook=die)
     assert pool.resolve() == head
     assert pool.scan().equals(before)
     assert list(lake.verify()) == []
