@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from clirunner import Result
 from git_scenarios import init_lake, ok
 from kafka_support import KAFKA_TIMEOUT, Broker, Topics
 from limno.api.local import LocalLake
@@ -25,12 +26,15 @@ VALUES = [b'{"n": 0}', b"{oops", b'{"n": 2}', b"[1,", b"\xffx", b'{"n": 5}']
 BAD = {1: "invalid JSON", 3: "invalid JSON", 4: "its value is not UTF-8"}
 
 
-def sync(lake: str, kafka: Broker, topic: str, *extra: str) -> list[str]:
-    r = ok(
+def synced(lake: str, kafka: Broker, topic: str, *extra: str) -> Result:
+    return ok(
         "--lake", lake, "kafka", "from", "--topic", topic, "--pool", "events",
         "--dead-letter", "dead", "--bootstrap", kafka.bootstrap, *FAST, *extra,
     )  # fmt: skip
-    return r.text.split()
+
+
+def sync(lake: str, kafka: Broker, topic: str, *extra: str) -> list[str]:
+    return synced(lake, kafka, topic, *extra).text.split()
 
 
 def rows(lake: str, pool: str) -> list[dict[str, Any]]:
@@ -40,7 +44,10 @@ def rows(lake: str, pool: str) -> list[dict[str, Any]]:
 def test_bad_messages_go_to_the_dead_letter_pool(lake: str, kafka: Broker, topics: Topics) -> None:
     topic = topics.create()
     topics.produce(topic, VALUES, raw=True, headers=lambda i: [("h", b"\x01")])
-    assert len(sync(lake, kafka, topic)) == 1  # the target's commit
+    first = synced(lake, kafka, topic)
+    assert len(first.text.split()) == 1  # the target's commit
+    # what went where: 3 records to the target, 3 set aside (not 6 records)
+    assert f"kafka: 3 record(s) of {topic} in 1 commit(s), 3 set aside in dead" in first.err
     assert [r["value"]["n"] for r in rows(lake, "events")] == [0, 2, 5]
     dead = rows(lake, "dead")
     assert [d["kafka"]["offset"] for d in dead] == [1, 3, 4]

@@ -119,6 +119,19 @@ def test_bad_json_fails_its_batch_naming_the_message(
     assert len(records(lake, "strict")) == 3
 
 
+def test_a_failed_first_batch_leaves_no_new_pool(lake: str, kafka: Broker, topics: Topics) -> None:
+    topic = topics.create()
+    topics.produce(topic, [b'{"n": 0', b'{"n": 1}'], raw=True)
+    args = ("--lake", lake, "kafka", "from", "--topic", topic, "--bootstrap", kafka.bootstrap)
+    r = fail(*args, "--pool", "fresh", *FAST)
+    assert "offset 0: invalid JSON" in error_line(r)
+    assert "fresh" not in ok("--lake", lake, "-f", "ndjson", "ls").text
+    # a pool that was there before stays, as it was
+    ok("--lake", lake, "create", "kept", "-k", "kafka.offset")
+    fail(*args, "--pool", "kept", *FAST)
+    assert [p["name"] for p in ok("--lake", lake, "-f", "ndjson", "ls").rows()] == ["kept"]
+
+
 def test_values_widen_like_load_and_tombstones(lake: str, kafka: Broker, topics: Topics) -> None:
     """Values of one batch take one type by ``limno load``'s widening rule: fields of
     disagreeing types become text; a value that is no object makes each JSON text."""

@@ -228,9 +228,10 @@ def from_(
                 on_commit=_print_commit,
                 stop=stop,
             )
+    dead = f", {report.dead} set aside in {opts.dead_letter}" if report.dead else ""
     click.echo(
         f"kafka: {report.records} record(s) of {', '.join(opts.topics)} in"
-        f" {len(report.commits)} commit(s)",
+        f" {len(report.commits)} commit(s){dead}",
         err=True,
     )
 

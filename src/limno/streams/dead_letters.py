@@ -115,6 +115,8 @@ class DeadLetters:
         self.pool, self.branch, self.log = pool, branch, log
         #: what the pool's dead letters cover already: ``{topic: {partition: last}}``
         self.covered = branch_offsets(pool, branch, list(topics))[1]
+        #: dead letters committed by this object (none twice)
+        self.count = 0
 
     @classmethod
     def open(
@@ -165,6 +167,7 @@ class DeadLetters:
             meta=topics_meta(ranges, covered),
         )
         self.covered = covered
+        self.count += len(fresh)
         where = ", ".join(f"{m.partition()}:{m.offset()}" for m, _ in fresh[:5])
         self.log(
             f"kafka: {commit.id} {len(fresh)} dead letter(s) to {self.pool.name} "

@@ -142,10 +142,13 @@ class FromOptions:
 
 @dataclass
 class SyncReport:
-    """What a sync committed."""
+    """What a sync committed: its commits (the target's and the dead-letter pool's),
+    the records committed to the target (after the shaper), and the messages set
+    aside in the dead-letter pool."""
 
     commits: list[Commit] = field(default_factory=list)
     records: int = 0
+    dead: int = 0
 
 
 def kafka_error(bootstrap: str, err: object) -> LimnoError:
@@ -299,6 +302,7 @@ class _Sync:
         table, bad = decode_records(batch, self.decoder, keep_bad=self.dead is not None)
         if bad and self.dead is not None:
             dead = self.dead.commit(bad, batch)
+            self.report.dead = self.dead.count
             if not table.num_rows:  # nothing else in the batch: the target gets no commit
                 self.report.commits += [dead] if dead is not None else []
                 return dead is not None
@@ -326,7 +330,7 @@ class _Sync:
         )
         self.offsets = offsets
         self.report.commits.append(commit)
-        self.report.records += len(batch)
+        self.report.records += table.num_rows
         self.log(f"kafka: {commit.id} {len(batch)} record(s) of {names} ({described})")
         return True
 
@@ -350,16 +354,43 @@ def sync_from(
     try:
         for topic in opts.topics:  # a misspelt topic leaves no new, empty pool behind
             partitions_of(consumer, topic, opts.bootstrap)
+        existed = _exists(lake, opts.pool)
         pool = create_pool(lake, opts.pool, len(opts.topics), log)
-        sync = _Sync(pool, consumer, opts, log, shaper)
-        if opts.dead_letter is not None:
-            target = (pool, opts.branch)
-            sync.dead = DeadLetters.open(lake, opts.dead_letter, opts.topics, log, target)
-        sync.assign_new()
-        _run(sync, errors, on_commit, stop or threading.Event())
+        try:
+            sync = _Sync(pool, consumer, opts, log, shaper)
+            if opts.dead_letter is not None:
+                target = (pool, opts.branch)
+                sync.dead = DeadLetters.open(lake, opts.dead_letter, opts.topics, log, target)
+            sync.assign_new()
+            _run(sync, errors, on_commit, stop or threading.Event())
+        except BaseException:
+            if not existed:
+                _drop_if_untouched(lake, pool, log)
+            raise
         return sync.report
     finally:
         consumer.close()
+
+
+def _exists(lake: Lake, name: str) -> bool:
+    try:
+        lake.pool(name)
+    except NotFoundError:
+        return False
+    return True
+
+
+def _drop_if_untouched(lake: Lake, pool: Pool, log: Callable[[str], None]) -> None:
+    """The pool this run made, dropped when the run failed before its first commit to
+    it (a bad first batch, a broker gone): a failed sync leaves no empty pool behind.
+    Kept when anything committed to it (this run's batches before the failure, or
+    another writer's) or it has another branch; a failure to drop is only logged."""
+    try:
+        if len(pool.branches()) == 1 and len(pool.log(limit=2)) == 1:
+            lake.drop_pool(pool.name)
+            log(f"kafka: dropped pool {pool.name}, made by this run: nothing was committed")
+    except Exception as e:  # noqa: BLE001 -- the run's own error is what matters
+        log(f"kafka: pool {pool.name} made by this run is left (could not drop it: {e})")
 
 
 class _Committer:
