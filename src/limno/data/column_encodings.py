@@ -12,6 +12,7 @@ and fields of a struct with a dot in a name, keep Arrow's defaults (dictionary, 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -203,14 +204,19 @@ def _flat(t: pa.DataType) -> bool:
     )
 
 
-def _leaf_paths(schema: pa.Schema) -> list[str]:
-    """The Parquet column paths a schema is written as (``a.list.element``...)."""
+@functools.lru_cache(maxsize=256)
+def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
+    """The Parquet column paths a schema is written as (``a.list.element``...).
+
+    A nested schema's are read from an empty file written for it (about 0.5 ms), so
+    they are remembered: the dictionary and the codec choice each need them, for
+    every object of a load, and every small commit of a Kafka pool."""
     if all(_flat(t) or pa.types.is_boolean(t) for t in schema.types):
-        return list(schema.names)
+        return tuple(schema.names)
     buf = pa.BufferOutputStream()
     pq.write_table(schema.empty_table(), buf)
     md = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
-    return [md.schema.column(i).path for i in range(md.num_columns)]
+    return tuple(md.schema.column(i).path for i in range(md.num_columns))
 
 
 def _all_leaves(table: pa.Table) -> Iterator[tuple[str, pa.ChunkedArray]]:

@@ -157,14 +157,17 @@ def kafka_error(bootstrap: str, err: object) -> LimnoError:
     return LimnoError(f"kafka at {bootstrap}: {text}")
 
 
-def create_pool(lake: Lake, name: str, topics: int, log: Callable[[str], None]) -> Pool:
-    """The pool ``name``, made keyed as the module docstring says when missing."""
+def create_pool(
+    lake: Lake, name: str, topics: int, log: Callable[[str], None]
+) -> tuple[Pool, bool]:
+    """The pool ``name``, made keyed as the module docstring says when missing; and
+    whether it was made here."""
     try:
-        return lake.pool(name)
+        return lake.pool(name), False
     except NotFoundError:
         key = POOL_KEY if topics == 1 else TOPICS_KEY
         log(f"kafka: creating pool {name} (key {key})")
-        return lake.create_pool(name, key)
+        return lake.create_pool(name, key), True
 
 
 def partitions_of(consumer: Consumer | Producer, topic: str, bootstrap: str) -> list[int]:
@@ -354,8 +357,7 @@ def sync_from(
     try:
         for topic in opts.topics:  # a misspelt topic leaves no new, empty pool behind
             partitions_of(consumer, topic, opts.bootstrap)
-        existed = _exists(lake, opts.pool)
-        pool = create_pool(lake, opts.pool, len(opts.topics), log)
+        pool, made = create_pool(lake, opts.pool, len(opts.topics), log)
         try:
             sync = _Sync(pool, consumer, opts, log, shaper)
             if opts.dead_letter is not None:
@@ -364,20 +366,12 @@ def sync_from(
             sync.assign_new()
             _run(sync, errors, on_commit, stop or threading.Event())
         except BaseException:
-            if not existed:
+            if made:
                 _drop_if_untouched(lake, pool, log)
             raise
         return sync.report
     finally:
         consumer.close()
-
-
-def _exists(lake: Lake, name: str) -> bool:
-    try:
-        lake.pool(name)
-    except NotFoundError:
-        return False
-    return True
 
 
 def _drop_if_untouched(lake: Lake, pool: Pool, log: Callable[[str], None]) -> None:

@@ -129,7 +129,7 @@ def sync_with_spark(
     if refused:
         raise InvalidInputError(f"kafka from --engine spark cannot honour {', '.join(refused)}")
     location = _spark_location(location)
-    pool = create_pool(lake, opts.pool, len(opts.topics), log)
+    pool, _ = create_pool(lake, opts.pool, len(opts.topics), log)
     checkpoint = checkpoint or default_checkpoint(location, opts)
     fresh = not (Path(checkpoint) / "offsets").exists()
     starting = starting_offsets(pool, opts)
