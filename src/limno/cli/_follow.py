@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import signal
 import sys
 import threading
@@ -23,20 +24,45 @@ F = TypeVar("F", bound=Callable[..., None])
 
 
 @contextlib.contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def stop_on_signals(
+    stop: threading.Event, interrupt: type[BaseException] | None = None
+) -> Iterator[None]:
     """SIGTERM and Ctrl-C set ``stop``: the command ends what it is doing the way it
     ends anyway (a commit or a run is never cut) and exits 0 (main thread only: tests
-    call in-process)."""
+    call in-process). With ``interrupt``, the signal also raises it in the main thread,
+    to cut a wait short.
+
+    The handler never calls ``stop.set()`` itself: it runs in the main thread between
+    two bytecodes, possibly while that thread holds the event's own lock (inside
+    ``stop.wait``), and would deadlock on it. It writes a byte to a pipe instead (no
+    lock taken), and a thread started here sets the event."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    read_end, write_end = os.pipe()
+
+    def relay() -> None:
+        if os.read(read_end, 1) == b"s":
+            stop.set()
+
+    def handler(signum: int, frame: object) -> None:
+        os.write(write_end, b"s")
+        if interrupt is not None:
+            raise interrupt
+
+    thread = threading.Thread(target=relay, name="limno-signals", daemon=True)
+    thread.start()
     signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in signals}
+    previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, old in previous.items():
+            signal.signal(s, old)
+        os.write(write_end, b"q")  # ends the relay if no signal came (else a no-op)
+        thread.join()
+        os.close(read_end)
+        os.close(write_end)
 
 
 def print_line(text: str) -> None:

@@ -8,8 +8,6 @@ has no failure to report when it is stopped).
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from limno.cli._context import DURATION, Context, format_option
+from limno.cli._follow import stop_on_signals
 from limno.cli._output import to_json
 from limno.errors import InvalidInputError
 
@@ -34,29 +33,10 @@ _STREAMING = ("table", "ndjson", "json")
 
 
 class _Stopped(Exception):
-    """SIGTERM or SIGINT arrived: stop watching."""
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Turn SIGTERM and SIGINT into ``stop`` set and :class:`_Stopped` raised (main
-    thread only: tests call in-process). ``stop`` is what makes it certain: the
-    exception can land in a finalizer (a closed stream's generator, collected), which
-    swallows it; the event stream then ends at its next line or heartbeat."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stopped(signum: int, frame: object) -> None:
-        stop.set()
-        raise _Stopped
-
-    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    """SIGTERM or SIGINT arrived: stop watching. Raised in the main thread to cut a
+    wait short; ``stop`` set is what makes it certain (the exception can land in a
+    finalizer, a closed stream's generator collected, which swallows it: the event
+    stream then ends at its next line or heartbeat)."""
 
 
 def _line(event: Event, fmt: str) -> str:
@@ -114,7 +94,7 @@ def watch(
     seconds = max(interval.total_seconds(), 0.01)
     told = 0
     try:
-        with _stop_on_signals(stop):
+        with stop_on_signals(stop, _Stopped):
             start = None if from_start else (after or "now")
             events = _told(obj.lake(), pool, start, stop, seconds, timer)
             for event in events:
