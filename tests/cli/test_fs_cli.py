@@ -19,6 +19,7 @@ import pytest
 import limno.cli._fs as fs_cli
 from clirunner import Result
 from git_scenarios import fail, ok
+from limno import Lake
 
 pytestmark = pytest.mark.usefixtures("isolated_home")
 
@@ -166,6 +167,7 @@ def test_stat_shows_size_etag_type_metadata_and_mtime(lake: str, tmp_path: Path)
     assert row["etag"] == hashlib.md5(data).hexdigest()
     assert row["content_type"] == "image/png"
     assert row["metadata"] == {"camera": "X100", "place": "Zürich"}
+    assert row["s3"] == {}
     mtime = dt.datetime.fromisoformat(str(row["mtime"]).replace("Z", "+00:00"))
     assert before <= mtime <= dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
     assert str(row["source"]).startswith("object ")
@@ -268,3 +270,13 @@ def test_record_commands_on_a_file_pool_say_so_in_one_line(lake: str, tmp_path: 
         "--prefix is for file pools"
         in fail("--lake", lake, "commit", "-p", "logs", "--prefix", "a").err
     )
+
+
+def test_stat_shows_what_the_gateway_keeps_apart_from_user_metadata(lake: str) -> None:
+    ok("--lake", lake, "create", "imgs", "--kind", "files")
+    pool = Lake.open(lake).file_pool("imgs")
+    kept = {":x-amz-checksum-crc32": "AAAAAA==", ":cache-control": "no-cache", "by": "ann"}
+    pool.put("main", "a.txt", b"abc", metadata=kept)  # what a PutObject through S3 keeps
+    (row,) = rows(ok("--lake", lake, "fs", "stat", "imgs@main/a.txt"))
+    assert row["metadata"] == {"by": "ann"}
+    assert row["s3"] == {"x-amz-checksum-crc32": "AAAAAA==", "cache-control": "no-cache"}

@@ -41,7 +41,7 @@ PAGE = 1000
 WORKERS = 8
 #: the columns of ``fs ls``, ``fs stat``, ``fs uncommitted`` and ``diff`` on files
 LS_COLUMNS = ("type", "path", "size", "mtime", "etag", "content_type")
-STAT_COLUMNS = ("path", "size", "etag", "content_type", "mtime", "metadata", "source")
+STAT_COLUMNS = ("path", "size", "etag", "content_type", "mtime", "metadata", "s3", "source")
 CHANGE_COLUMNS = ("change", "path", "size", "etag", "mtime")
 
 
@@ -437,8 +437,9 @@ def ls(
 @click.argument("target", metavar="POOL[@REF]/PATH")
 @click.pass_obj
 def stat(obj: Context, fmt: str | None, as_of: dt.datetime | None, target: str) -> None:
-    """A file's entry: size, ETag, content type, mtime, user metadata, and where its
-    bytes are (a blob limno wrote, or the URI of an imported object)."""
+    """A file's entry: size, ETag, content type, mtime, user metadata, what the S3
+    gateway keeps with it (standard headers, a verified checksum, part sizes), and
+    where its bytes are (a blob limno wrote, or the URI of an imported object)."""
     name, ref, path = address(target)
     if not path:
         raise InvalidInputError(f"{target}: name a file (POOL[@REF]/PATH)")
@@ -449,7 +450,9 @@ def stat(obj: Context, fmt: str | None, as_of: dt.datetime | None, target: str) 
         "etag": e.etag,
         "content_type": e.content_type,
         "mtime": e.mtime,
-        "metadata": dict(e.metadata),
+        # the gateway's reserved names start with ":", which no user metadata name has
+        "metadata": {k: v for k, v in e.metadata.items() if not k.startswith(":")},
+        "s3": {k[1:]: v for k, v in e.metadata.items() if k.startswith(":")},
         "source": e.uri or f"object {e.object}",
     }
     write_dicts(STAT_COLUMNS, [row], obj.format(fmt))
