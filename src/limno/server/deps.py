@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from limno.api.base_files import not_files, not_records
 from limno.server.ahead import read_ahead
 from limno.server.direct import DirectStream
-from limno.server.formats import check_json, choose, encode
+from limno.server.formats import Chunk, check_json, choose, encode
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,7 +121,7 @@ def stream_tables(
     return DirectStream(read_ahead(body, it), media_type=media)
 
 
-def _logged(chunks: Iterator[bytes | memoryview], path: str) -> Iterator[bytes | memoryview]:
+def _logged(chunks: Iterator[Chunk], path: str) -> Iterator[Chunk]:
     try:
         yield from chunks
     except Exception:

@@ -40,10 +40,12 @@ __all__ = [
     "MEDIA_TYPES",
     "NDJSON",
     "NotAcceptableError",
+    "Pieces",
     "accepts",
     "check_json",
     "choose",
     "encode",
+    "joined",
     "table_bytes",
     "whole",
 ]
@@ -158,6 +160,80 @@ class _Sink:
         return out
 
 
+class Pieces:
+    """One chunk of a body made of several buffers: an Arrow IPC message's metadata and
+    padding (small bytes) and its batch's column buffers (views of Arrow's memory). The
+    server hands them to the socket as they are (``writelines``: one ``writev``), so a
+    batch is never copied into one buffer; a layer that needs one bytes joins them."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: tuple[bytes | memoryview, ...], size: int) -> None:
+        self.parts = parts
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def joined(self) -> bytes:
+        return b"".join(self.parts)
+
+
+#: a chunk of a body :func:`encode` writes
+Chunk = bytes | memoryview | Pieces
+
+#: a write of Arrow's IPC writer at least this long is kept as a view, not copied
+_VIEW_BYTES = 1 << 14
+
+
+class _PieceSink:
+    """A write-only file for Arrow's IPC writer that keeps its writes as they come:
+    Arrow hands a Python file each body buffer as a ``pyarrow.Buffer`` (no copy), kept
+    here as a view when large; the small writes between are joined."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes | memoryview] = []
+        self._small = bytearray()
+        self._size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        n = len(data)
+        if n >= _VIEW_BYTES and isinstance(data, pa.Buffer):
+            if self._small:
+                self._parts.append(bytes(self._small))
+                self._small.clear()
+            self._parts.append(memoryview(data))
+        else:
+            self._small += data
+        self._size += n
+        return n
+
+    def tell(self) -> int:
+        return self._size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def take(self) -> Chunk:
+        """What was written since the last take: one bytes when it is all small."""
+        if self._small:
+            self._parts.append(bytes(self._small))
+            self._small.clear()
+        parts, self._parts = self._parts, []
+        if len(parts) == 1 and isinstance(parts[0], bytes):
+            return parts[0]
+        return Pieces(tuple(parts), sum(len(p) for p in parts))
+
+
+def joined(chunks: Iterable[Chunk]) -> bytes:
+    """A body's chunks as one bytes (small results, tests)."""
+    return b"".join(c.joined() if isinstance(c, Pieces) else c for c in chunks)
+
+
 def _json_default(v: Any) -> Any:
     if isinstance(v, dt.datetime | dt.date | dt.time):
         return v.isoformat()
@@ -184,7 +260,7 @@ def _text_columns(table: pa.Table) -> pa.Table:
 
 def encode(
     tables: Iterable[pa.Table], media: str, empty: pa.Schema | None = None
-) -> Iterator[bytes | memoryview]:
+) -> Iterator[Chunk]:
     """The body of a result in ``media``, written table by table (``empty``: the schema
     of a result without tables; none when not given)."""
     it = iter(tables)
@@ -223,10 +299,10 @@ def encode(
                 yield sink.take()
         yield sink.take()
         return
-    if media == ARROW and not _has_dictionaries(schema):
+    if media == ARROW:
         yield from _ipc_messages(schema, head, it)
         return
-    writer: Any = ipc.new_stream(sink, schema) if media == ARROW else pq.ParquetWriter(sink, schema)
+    writer: Any = pq.ParquetWriter(sink, schema)
     with writer:
         yield sink.take()
         if head is not None:
@@ -240,35 +316,29 @@ def encode(
 #: (a bytearray in Python 3.11) moves what is left after every partial send, so one
 #: write of many megabytes costs time quadratic in its size
 _MESSAGE_BYTES = 1 << 20
-#: the end of an Arrow IPC stream: a continuation marker and a zero length
-_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
-
-
-def _has_dictionaries(schema: pa.Schema) -> bool:
-    return any(pa.types.is_dictionary(f.type) for f in schema)
 
 
 def _ipc_messages(
     schema: pa.Schema, head: pa.Table | None, rest: Iterator[pa.Table]
-) -> Iterator[bytes | memoryview]:
-    """An Arrow IPC stream written as its messages, each batch one chunk of the body
-    as it comes (a view of Arrow's buffer: no copy to Python bytes): no writer, no
-    copying through a sink, piece by piece. A batch of more than about
-    :data:`_MESSAGE_BYTES` is cut into several messages. (A stream with dictionary
-    columns needs dictionary messages: those go through the writer.)"""
-    yield schema.serialize().to_pybytes()
-    if head is not None:
-        for t in _chain(head, rest):
-            rows = max(1, _MESSAGE_BYTES * t.num_rows // max(t.nbytes, 1))
-            for batch in t.to_batches(max_chunksize=rows):
-                if batch.num_rows:
-                    yield memoryview(batch.serialize())
-    yield _EOS
+) -> Iterator[Chunk]:
+    """An Arrow IPC stream, each batch one chunk of the body as it comes: its message
+    and its column buffers as :class:`Pieces` (views of Arrow's memory, no copy). A
+    batch of more than about :data:`_MESSAGE_BYTES` is cut into several messages."""
+    sink = _PieceSink()
+    with ipc.new_stream(sink, schema) as writer:
+        if head is not None:
+            for t in _chain(head, rest):
+                rows = max(1, _MESSAGE_BYTES * t.num_rows // max(t.nbytes, 1))
+                for batch in t.to_batches(max_chunksize=rows):
+                    if batch.num_rows:
+                        writer.write_batch(batch)
+                        yield sink.take()
+    yield sink.take()
 
 
 def whole(table: pa.Table, media: str) -> bytes:
     """A small result (a lookup, a meta table) as one body: no stream, no thread hops."""
-    return b"".join(encode([table] if table.num_rows else [], media, table.schema))
+    return joined(encode([table] if table.num_rows else [], media, table.schema))
 
 
 def _chain(head: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:
@@ -278,4 +348,4 @@ def _chain(head: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:
 
 def table_bytes(table: pa.Table) -> bytes:
     """One table as the bytes of an Arrow IPC stream (results small enough for JSON)."""
-    return b"".join(encode([table], ARROW, table.schema))
+    return joined(encode([table], ARROW, table.schema))
