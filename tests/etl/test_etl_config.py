@@ -63,6 +63,27 @@ _NEW_TOPIC = "{topic: NewInvoices, pool: Staging}"
             "transforms[2].select",
             "unbalanced",
         ),
+        # a select list that brings in another table's rows, or dedupes the run's: it
+        # parses inside the run's statement, and is refused
+        *(
+            (
+                "input.key AS key, NULL AS value",
+                f"input.key AS key, NULL AS value {more}",
+                "transforms[3].select",
+                "a select list only",
+            )
+            for more in (
+                "FROM other UNION ALL SELECT *,",
+                "FROM other WHERE true EXCEPT SELECT *,",
+                "FROM (SELECT 1 AS key) AS t INTERSECT SELECT key, value",
+            )
+        ),
+        (
+            "input.key AS key, NULL AS value",
+            "DISTINCT input.key AS key, NULL AS value",
+            "transforms[3].select",
+            "a select list only",
+        ),
         (_NEW_TOPIC, "{topic: NewInvoices, pool: Stag/ing}", "outputs[0].pool", "invalid pool"),
         (_NEW_TOPIC, "{topic: Invoices, pool: Raw}", "outputs[0].topic", "also an input"),
     ],

@@ -40,6 +40,7 @@ Errors are :class:`~limno.errors.InvalidInputError`:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,11 +292,38 @@ def _sql(place: Place, shape: str, sql: str) -> str:
         raise place.error(f"unbalanced parentheses ({'a' if depth < 0 else 'no'} ')' too many)")
     import duckdb  # the parser of the SQL dialect the rules are in; loads with a config
 
+    statement = _SHAPES[shape].format(quote_tables(sql))
     try:
-        duckdb.extract_statements(_SHAPES[shape].format(quote_tables(sql)))
+        duckdb.extract_statements(statement)
     except duckdb.Error as e:
         raise place.error(str(e).split("\n", 1)[0]) from None
+    if shape == "select" and not _only_a_select_list(statement):
+        raise place.error("a select list only (no FROM, WHERE, UNION, DISTINCT, LIMIT ...)")
     return f"{sql}\n" if any(m.group(1) for m in _OPAQUE.finditer(sql)) else sql
+
+
+def _only_a_select_list(statement: str) -> bool:
+    """Whether ``statement`` (``SELECT <fragment> FROM _etl``) parses to one plain
+    select of ``_etl``: a fragment that is more than a select list (``* FROM x UNION ALL
+    SELECT *``) parses too, but to another shape (DuckDB's syntax tree, as JSON)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        found = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()
+    tree = json.loads(found[0][0])
+    if tree.get("error") or len(tree.get("statements", [])) != 1:
+        return False
+    node = tree["statements"][0].get("node", {})
+    source = node.get("from_table") or {}
+    return (
+        node.get("type") == "SELECT_NODE"
+        and source.get("type") == "BASE_TABLE"
+        and source.get("table_name") == "_etl"
+        and not source.get("alias")
+        and not any(node.get(k) for k in ("modifiers", "where_clause", "group_expressions"))
+        and not any(node.get(k) for k in ("group_sets", "having", "sample", "qualify"))
+        and not (node.get("cte_map") or {}).get("map")
+    )
 
 
 def _check_topics(r: _Reader, top: dict[str, yaml.Node], topics: list[str], field: str) -> None:
