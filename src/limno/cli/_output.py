@@ -265,7 +265,7 @@ def _csv_ready(table: pa.Table) -> pa.Table:
             or pa.types.is_fixed_size_binary(t)
             or pa.types.is_binary_view(t)
             or pa.types.is_duration(t)
-            or pa.types.is_timestamp(t)  # one Arrow cannot write as Python does
+            or pa.types.is_timestamp(t)  # one only Python writes (see _iso_timestamps)
             or isinstance(t, pa.BaseExtensionType)
         ):
             col = pa.array([_csv_text(v) for v in col.to_pylist()], pa.string())
@@ -280,29 +280,43 @@ _FIXED_OFFSET = re.compile(r"([+-])(\d\d):(\d\d)")
 _SCALE = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 #: the instants Python's ``datetime`` holds (years 1 to 9999), in seconds
 _YEARS_1_TO_9999 = (-62135596800, 253402300799)
+#: 2037-01-01T00:00Z: before it Arrow's and Python's zone rules give every named zone
+#: the same offsets (compared hour by hour from 1850 on); from 2038 on they part
+_ZONES_AGREE_UNTIL = 2114380800
 
 
 def _iso_timestamps(col: pa.ChunkedArray) -> pa.Array | None:
     """A timestamp column as the ISO 8601 text the JSON formats write for it (``T``, a
     fraction only where one is, ``+05:30``), made by Arrow: a Python object a cell
-    cost 20 s a million. None where only Python's own rules give that text: a named
-    zone (its offset at each instant), a year outside 1-9999."""
+    cost 20 s a million. A named zone's offset at each instant is Arrow's too, but for
+    instants from :data:`_ZONES_AGREE_UNTIL` on (Arrow's zone rules stop where the
+    zone database's explicit transitions do; Python's go on): those few are Python's.
+    None where only Python gives that text: a year outside 1-9999, a zone Arrow does
+    not know."""
     t = col.type
+    scale = _SCALE[t.unit]
+    whole = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    valid = np.asarray(whole.is_valid(), bool)
+    ticks = np.asarray(whole.cast(pa.int64()).fill_null(0), np.int64)
+    late = None
     if t.tz is None or t.tz in _UTC_ZONES:
-        shift, suffix = 0, "" if t.tz is None else "+00:00"
+        shift: Any = 0
+        suffix: Any = "" if t.tz is None else "+00:00"
     elif (fixed := _FIXED_OFFSET.fullmatch(t.tz)) is not None:
         sign, hours, minutes = fixed.groups()
         shift = (1 if sign == "+" else -1) * (int(hours) * 3600 + int(minutes) * 60)
         suffix = t.tz
     else:
-        return None
-    scale = _SCALE[t.unit]
-    whole = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    valid = np.asarray(whole.is_valid(), bool)
-    ticks = np.asarray(whole.cast(pa.int64()).fill_null(0), np.int64)
+        try:
+            local = pc.local_timestamp(whole)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        shift = (np.asarray(local.cast(pa.int64()).fill_null(0), np.int64) - ticks) // scale
+        late = valid & (ticks >= _ZONES_AGREE_UNTIL * scale)
+        suffix = _offset_texts(shift)
     low, high = _YEARS_1_TO_9999
     if ticks.size and (
-        int(ticks.min()) // scale + shift < low or int(ticks.max()) // scale + shift > high
+        int(np.min(ticks // scale + shift)) < low or int(np.max(ticks // scale + shift)) > high
     ):
         return None
     wall = ticks + shift * scale
@@ -317,7 +331,24 @@ def _iso_timestamps(col: pa.ChunkedArray) -> pa.Array | None:
     elif t.unit == "ns":
         micros = pc.utf8_slice_codeunits(text, 0, 26)
         text = pc.if_else(fraction == 0, seconds, pc.if_else(fraction % 1000 == 0, micros, text))
-    return pc.binary_join_element_wise(text, suffix, "") if suffix else text
+    if not isinstance(suffix, str) or suffix:
+        text = pc.binary_join_element_wise(text, suffix, "")
+    if late is not None and late.any():
+        where = np.flatnonzero(late)
+        python = [_csv_text(v) for v in whole.take(pa.array(where)).to_pylist()]
+        text = pc.replace_with_mask(text, pa.array(late), pa.array(python, pa.string()))
+    return text
+
+
+def _offset_texts(offsets: np.ndarray) -> pa.Array:
+    """Each offset (seconds) as ``isoformat`` writes it: ``+01:00``, ``+00:09:21``."""
+    distinct, which = np.unique(offsets, return_inverse=True)
+    texts = []
+    for offset in distinct.tolist():
+        sign, left = ("-" if offset < 0 else "+"), abs(offset)
+        text = f"{sign}{left // 3600:02d}:{left % 3600 // 60:02d}"
+        texts.append(text + (f":{left % 60:02d}" if left % 60 else ""))
+    return pa.array(texts, pa.string()).take(pa.array(which.astype(np.int64)))
 
 
 def _csv_text(v: Any) -> str | None:
