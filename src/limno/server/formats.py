@@ -338,6 +338,8 @@ def _ipc_messages(
 
 def whole(table: pa.Table, media: str) -> bytes:
     """A small result (a lookup, a meta table) as one body: no stream, no thread hops."""
+    if media == ARROW:
+        return table_bytes(table)
     return joined(encode([table] if table.num_rows else [], media, table.schema))
 
 
@@ -347,5 +349,11 @@ def _chain(head: pa.Table, rest: Iterator[pa.Table]) -> Iterator[pa.Table]:
 
 
 def table_bytes(table: pa.Table) -> bytes:
-    """One table as the bytes of an Arrow IPC stream (results small enough for JSON)."""
-    return joined(encode([table], ARROW, table.schema))
+    """One table as the bytes of an Arrow IPC stream (results small enough for JSON):
+    written by Arrow into its own buffer, no Python call per piece (a served ``get``
+    pays this on every answer)."""
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        if table.num_rows:
+            writer.write_table(table)
+    return sink.getvalue().to_pybytes()
