@@ -25,6 +25,13 @@ class _Cut(Exception):
     pass
 
 
+@pytest.fixture(autouse=True)
+def main_thread() -> None:
+    """The signals below go to this process: only the main thread installs handlers
+    for them (elsewhere they would stop the test run itself)."""
+    assert threading.current_thread() is threading.main_thread()
+
+
 def held(stop: threading.Event) -> Any:
     """The lock ``stop.wait()`` holds around its check (CPython's ``Event._cond``)."""
     return getattr(stop, "_cond")  # noqa: B009
