@@ -174,6 +174,30 @@ def test_get_imports_only_what_a_lookup_needs(small_lake: str, tmp_path: Path) -
     assert out.splitlines() == ['{"ts": 3, "msg": "m3"}', '{"ts": 3, "msg": "m3"}']
 
 
+def test_loads_and_merged_scans_import_no_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas (0.4 s) to build an array from Python values or numpy:
+    a load (Parquet with several row groups and a text dictionary, CSV, NDJSON) and a
+    scan that merges overlapping objects build theirs without it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lake = str(tmp_path / "lake")
+    ok("--lake", lake, "init")
+    ok("--lake", lake, "create", "t", "-k", "k")
+    rows = 30000
+    table = pa.table({"k": range(rows), "s": [f"s{i % 5}" for i in range(rows)]})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=rows // 3)
+    (tmp_path / "t.csv").write_text("k,s\n5,five\n7,seven\n")
+    (tmp_path / "t.ndjson").write_text('{"k": 6, "s": "six"}\n')
+    for name in ("t.parquet", "t.csv", "t.ndjson"):
+        modules, _ = imported(lake, "load", "-p", "t", str(tmp_path / name), home=tmp_path)
+        assert loaded(modules, ("pandas", "pyspark", "duckdb", *SERVER)) == [], name
+    modules, out = imported(lake, "scan", "-p", "t", "--limit", "4", home=tmp_path)
+    assert loaded(modules, ("pandas", "pyspark", *SERVER)) == []
+    assert "limno.data.kway" in modules  # the objects overlap: merged
+    assert [json.loads(line)["k"] for line in out.splitlines()] == [0, 1, 2, 3]
+
+
 def test_every_command_is_in_the_module_the_group_loads_for_it() -> None:
     """Each command module's ``COMMANDS`` are the names :data:`COMMAND_MODULES` sends to
     it: a command cannot be left out of the CLI (nor of ``--help``) by a stale map."""

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from limno.data.plain_types import plain_batch
+from limno.data.plain_types import empty_table, plain_batch
 from limno.data.sort import numpy_values
 
 __all__ = [
@@ -214,7 +214,7 @@ def _leaf_paths(schema: pa.Schema) -> tuple[str, ...]:
     if all(_flat(t) or pa.types.is_boolean(t) for t in schema.types):
         return tuple(schema.names)
     buf = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), buf)
+    pq.write_table(empty_table(schema), buf)
     md = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
     return tuple(md.schema.column(i).path for i in range(md.num_columns))
 

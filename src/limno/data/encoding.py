@@ -34,7 +34,7 @@ from limno.data.column_encodings import COMPRESSION
 from limno.data.keys import PoolKey
 from limno.data.kway import concat_unified
 from limno.data.objects import DataObject, data_path, schema_to_b64
-from limno.data.plain_types import plain_batch
+from limno.data.plain_types import empty_table, plain_batch
 from limno.data.sketches import SketchBuilder, sketch_path
 from limno.errors import ConflictError, LimnoError, os_errors
 from limno.ksuid import ksuid
@@ -145,7 +145,7 @@ class ObjectWriter:
             write_page_index=True,
             write_page_checksum=True,  # verify --deep checks them
         )
-        stored = plain_batch(schema.empty_table()).schema
+        stored = plain_batch(empty_table(schema)).schema
         if not stored.equals(schema, check_metadata=True):
             # text held as dictionaries (a Parquet input's, kept by the load): encoded
             # from their indices, but the file's Arrow schema is the stored one, byte
@@ -199,7 +199,7 @@ class ObjectWriter:
             self._writer.write_table(table, row_group_size=self.row_group_rows)
             self._writer.close()
         elif self._writer is None:  # no rows (never the case for a cut stream)
-            empty = plain_batch(self.schema.empty_table())
+            empty = plain_batch(empty_table(self.schema))
             pq.write_table(empty, self.tmp, compression=COMPRESSION)
             self.key_types = tuple(str(t) for t in self.key.key_table(empty).schema.types)
         else:

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pyarrow.types as pt
 
 from limno.data.input_checks import check_values
-from limno.data.plain_types import is_text_dictionary, plain_batch
+from limno.data.plain_types import empty_table, is_text_dictionary, plain_batch
 from limno.errors import InvalidInputError
 
 __all__ = ["MAX_DECODERS", "NATIVE_ERRORS", "row_groups", "small_dictionaries"]
@@ -122,7 +122,7 @@ def row_groups(
 def _expected(schema: pa.Schema, small: list[str], dictionaries: bool) -> pa.Schema:
     """The schema of a group read with ``small`` as dictionaries, then converted (and
     with ``dictionaries``, those kept: 32-bit indices into their stored type)."""
-    plain = plain_batch(schema.empty_table()).schema
+    plain = plain_batch(empty_table(schema)).schema
     if not dictionaries:
         return plain
     for name in small:

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from limno.data.keys import PoolKey
+from limno.data.numpy_view import from_values
 from limno.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -327,7 +328,9 @@ def _parallel_sort(values: np.ndarray) -> None:
 
 
 def take_sorted(table: pa.Table, order: np.ndarray | pa.Array | None) -> pa.Table:
-    return table if order is None else table.take(order)
+    if order is None:
+        return table
+    return table.take(order if isinstance(order, pa.Array) else from_values(order))
 
 
 class RowGather:
