@@ -174,10 +174,10 @@ def test_get_imports_only_what_a_lookup_needs(small_lake: str, tmp_path: Path) -
     assert out.splitlines() == ['{"ts": 3, "msg": "m3"}', '{"ts": 3, "msg": "m3"}']
 
 
-def test_loads_and_merged_scans_import_no_pandas(tmp_path: Path) -> None:
+def test_loads_scans_and_object_listings_import_no_pandas(tmp_path: Path) -> None:
     """pyarrow imports pandas (0.4 s) to build an array from Python values or numpy:
-    a load (Parquet with several row groups and a text dictionary, CSV, NDJSON) and a
-    scan that merges overlapping objects build theirs without it."""
+    a load (Parquet with several row groups and a text dictionary, CSV, NDJSON), a
+    scan that merges overlapping objects, ``diff`` and ``stage`` build theirs without it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -196,6 +196,14 @@ def test_loads_and_merged_scans_import_no_pandas(tmp_path: Path) -> None:
     assert loaded(modules, ("pandas", "pyspark", *SERVER)) == []
     assert "limno.data.kway" in modules  # the objects overlap: merged
     assert [json.loads(line)["k"] for line in out.splitlines()] == [0, 1, 2, 3]
+    # the listings of objects print from Python rows (Arrow only for the binary formats)
+    ok("--lake", lake, "add", "-p", "t", str(tmp_path / "t.csv"))
+    modules, out = imported(lake, "diff", "-p", "t", "main~2", "main", home=tmp_path)
+    assert loaded(modules, ("pandas", *SERVER)) == []
+    assert sorted(json.loads(line)["rows"] for line in out.splitlines()) == [1, 2]
+    modules, out = imported(lake, "stage", "-p", "t", home=tmp_path)
+    assert loaded(modules, ("pandas", *SERVER)) == []
+    assert [json.loads(line)["rows"] for line in out.splitlines()] == [2]
 
 
 def test_every_command_is_in_the_module_the_group_loads_for_it() -> None:

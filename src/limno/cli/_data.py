@@ -177,7 +177,7 @@ def stage(obj: Context, ref: str | None, fmt: str | None, drop_ids: Sequence[str
         pool.unstage(list(drop_ids), branch)
         click.echo(f"unstaged {len(drop_ids)} object(s) on {pool.name}@{branch}", err=True)
         return
-    write_tables([inspect.objects_table(pool.staged(branch))], obj.format(fmt))
+    write_rows(inspect.objects_rows(pool.staged(branch)), obj.format(fmt))
 
 
 @click.command()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from limno.cli._context import TIME, Context, format_option, meta_option, pool_option
-from limno.cli._output import write_dicts, write_tables
+from limno.cli._output import write_dicts, write_rows, write_tables
 from limno.cli._state import working_ref
 from limno.core.hooks import EVENTS, HookSpec
 from limno.core.merge import STRATEGIES
@@ -266,7 +266,7 @@ def diff(
 
         write_dicts(CHANGE_COLUMNS, diff_rows(entries), obj.format(fmt))
     else:
-        write_tables([inspect.diff_table(entries)], obj.format(fmt))
+        write_rows(inspect.diff_rows(entries), obj.format(fmt))
     counts = {c: sum(e.change == c for e in entries) for c in ("added", "removed", "changed")}
     dots = "..." if three_dot else ".."
     click.echo(

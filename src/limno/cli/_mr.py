@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from limno.cli._context import Context, format_option, pool_option
-from limno.cli._output import write_dicts, write_tables
+from limno.cli._output import write_dicts, write_rows
 from limno.core.merge import STRATEGIES
 from limno.lazy import lazy_module
 
@@ -200,7 +200,7 @@ def compare(
 
         write_dicts(CHANGE_COLUMNS, diff_rows(found.entries), chosen)
     else:
-        write_tables([inspect.diff_table(found.entries)], chosen)
+        write_rows(inspect.diff_rows(found.entries), chosen)
     click.echo(_summary(found), err=True)
 
 
