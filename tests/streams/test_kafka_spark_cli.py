@@ -5,7 +5,8 @@ One lake goes through three runs: the local engine takes the topic's first
 messages, a Spark run (a fresh checkpoint) starts after them, and a second Spark run
 (the same checkpoint: a restart) takes only what was produced since. Each record is
 in the pool exactly once, values parsed by --value-schema, each Spark micro-batch a
-commit with its batch id. Flags Spark cannot honour are refused with one line."""
+commit with its batch id. Flags Spark cannot honour are refused with one line; a
+run that fails before its first commit leaves no pool it made behind."""
 
 from __future__ import annotations
 
@@ -106,3 +107,31 @@ def test_spark_engine_refuses_a_served_lake(lake: str) -> None:
     r = fail("--lake", lake, "kafka", "from", "--engine", "spark", "--topic", "t",
              "--pool", POOL, "--bootstrap", "127.0.0.1:9")  # fmt: skip
     assert "Spark writes to a lake path or s3:// URL" in error_line(r)
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("mode", ["local"])  # Spark refuses a served lake: above
+def test_a_misspelt_topic_leaves_no_pool_behind(lake: str, kafka: Broker) -> None:
+    """Found missing on the real broker before Spark starts; the pool the run made is
+    dropped with it."""
+    r = fail("--lake", lake, "kafka", "from", "--engine", "spark", "--topic", "no-such-topic",
+             "--pool", POOL, "--bootstrap", kafka.bootstrap,
+             "--value-schema", "n BIGINT")  # fmt: skip
+    assert "kafka topic 'no-such-topic' not found" in error_line(r)
+    assert POOL not in ok("--lake", lake, "ls").text
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+@pytest.mark.slow
+def test_a_query_that_fails_to_start_leaves_no_pool_behind(
+    tmp_path: Path, kafka: Broker, topics: Topics
+) -> None:
+    lake = init_lake(str(tmp_path / "lake"))
+    topic = topics.create(partitions=1)
+    _produce(topics, topic, 0, 3)
+    r = fail("--lake", lake, "kafka", "from", "--engine", "spark", "--topic", topic,
+             "--pool", POOL, "--bootstrap", kafka.bootstrap, "--value-schema", "n NOSUCHTYPE",
+             "--checkpoint", str(tmp_path / "checkpoint"), "--exit-after", "4s")  # fmt: skip
+    assert "NOSUCHTYPE" in error_line(r).upper()
+    assert POOL not in ok("--lake", lake, "ls").text

@@ -85,6 +85,7 @@ __all__ = [
     "SyncReport",
     "consumer_config",
     "create_pool",
+    "drop_if_untouched",
     "kafka_error",
     "partitions_of",
     "sync_from",
@@ -367,14 +368,14 @@ def sync_from(
             _run(sync, errors, on_commit, stop or threading.Event())
         except BaseException:
             if made:
-                _drop_if_untouched(lake, pool, log)
+                drop_if_untouched(lake, pool, log)
             raise
         return sync.report
     finally:
         consumer.close()
 
 
-def _drop_if_untouched(lake: Lake, pool: Pool, log: Callable[[str], None]) -> None:
+def drop_if_untouched(lake: Lake, pool: Pool, log: Callable[[str], None]) -> None:
     """The pool this run made, dropped when the run failed before its first commit to
     it (a bad first batch, a broker gone): a failed sync leaves no empty pool behind.
     Kept when anything committed to it (this run's batches before the failure, or

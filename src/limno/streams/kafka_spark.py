@@ -41,6 +41,7 @@ from limno.streams.kafka_from import (
     SyncReport,
     consumer_config,
     create_pool,
+    drop_if_untouched,
     partitions_of,
 )
 from limno.streams.kafka_offsets import branch_offsets
@@ -124,12 +125,34 @@ def sync_with_spark(
     stop: threading.Event | None = None,
 ) -> SyncReport:
     """Run the streaming query until ``stop``, or until it has run no micro-batch for
-    ``opts.exit_after`` seconds, or fails (its error raised)."""
+    ``opts.exit_after`` seconds, or fails (its error raised). A pool this run made is
+    dropped again when the run fails before anything was committed to it (a misspelt
+    topic, a bad ``value_schema``), as the local engine's sync does."""
     refused = refusals(opts)
     if refused:
         raise InvalidInputError(f"kafka from --engine spark cannot honour {', '.join(refused)}")
     location = _spark_location(location)
-    pool, _ = create_pool(lake, opts.pool, len(opts.topics), log)
+    pool, made = create_pool(lake, opts.pool, len(opts.topics), log)
+    try:
+        return _run_query(pool, location, opts, checkpoint, value_schema, max_batch_rows,
+                          log, on_commit, stop)  # fmt: skip
+    except BaseException:
+        if made:  # a misspelt topic, a bad --value-schema, a query failed at once
+            drop_if_untouched(lake, pool, log)
+        raise
+
+
+def _run_query(
+    pool: Pool,
+    location: str,
+    opts: FromOptions,
+    checkpoint: str | None,
+    value_schema: str | None,
+    max_batch_rows: int | None,
+    log: Callable[[str], None],
+    on_commit: Callable[[Commit], None],
+    stop: threading.Event | None,
+) -> SyncReport:
     checkpoint = checkpoint or default_checkpoint(location, opts)
     fresh = not (Path(checkpoint) / "offsets").exists()
     starting = starting_offsets(pool, opts)
