@@ -159,6 +159,22 @@ def test_any_shape_nested_and_keyless(lake: str, tmp_path: Path) -> None:
     assert len(ranged) == 2
 
 
+def test_a_load_says_how_many_records_lack_the_key(lake: str, tmp_path: Path) -> None:
+    """Kept, as the spec wants, but said: most often a CSV read with the wrong delimiter."""
+    ok("--lake", lake, "create", "people", "-k", "id")
+    good = tmp_path / "good.csv"
+    good.write_text("id,name\n1,ann\n")
+    semi = tmp_path / "semi.csv"
+    semi.write_text("id;name\n2;bob\n3;cy\n")
+    assert "lack the key" not in ok("--lake", lake, "load", "-p", "people", str(good)).err
+    said = ok("--lake", lake, "load", "-p", "people", str(semi)).err
+    assert "note: 2 of these record(s) lack the key: kept as keyless" in said
+    said = ok("--lake", lake, "add", "-p", "people", str(semi)).err
+    assert "note: 2 of these record(s) lack the key" in said
+    rows = ok("--lake", lake, "scan", "-p", "people").rows()  # the staged two: not yet
+    assert [r["id"] for r in rows] == [1, None, None]
+
+
 def test_bad_input_changes_nothing(lake: str, lake_path: str, tmp_path: Path) -> None:
     ok("--lake", lake, "create", "logs", "-k", "ts")
     good = ndjson(tmp_path / "good.ndjson", [{"ts": 1}])

@@ -68,6 +68,18 @@ def _summary(objs: Sequence[DataObject]) -> str:
     return f"{len(objs)} object(s), {rows} record(s)"
 
 
+def _keyless_note(objs: Sequence[DataObject]) -> None:
+    """Say so when written records lack the pool key: kept (as the spec wants), but
+    most often the sign of a misnamed column or a CSV read with the wrong delimiter."""
+    keyless = sum(o.keyless for o in objs)
+    if keyless:
+        click.echo(
+            f"note: {keyless} of these record(s) lack the key: kept as keyless (they sort"
+            " after every key; scan ':' shows them)",
+            err=True,
+        )
+
+
 @click.command()
 @pool_option
 @click.option("-i", "--input-format", "ifmt", type=click.Choice(INPUT_FORMATS), default=None)
@@ -107,6 +119,7 @@ def load(
         )
     objs = [objects.DataObject.from_json(a.value) for a in commit.actions]
     _done(commit, f"committed {_summary(objs)} to {pool.name}@{branch}")
+    _keyless_note(objs)
 
 
 @click.command()
@@ -122,6 +135,7 @@ def add(obj: Context, ref: str | None, ifmt: str | None, files: Sequence[str]) -
     for o in objs:
         click.echo(o.id)
     click.echo(f"staged {_summary(objs)} on {pool.name}@{branch}", err=True)
+    _keyless_note(objs)
 
 
 @click.command()
