@@ -160,7 +160,8 @@ def test_any_shape_nested_and_keyless(lake: str, tmp_path: Path) -> None:
 
 
 def test_a_load_says_how_many_records_lack_the_key(lake: str, tmp_path: Path) -> None:
-    """Kept, as the spec wants, but said: most often a CSV read with the wrong delimiter."""
+    """Kept, as the spec wants, but said: most often a misnamed column, or a file read
+    as the wrong format (here, text split by ``;`` read as CSV)."""
     ok("--lake", lake, "create", "people", "-k", "id")
     good = tmp_path / "good.csv"
     good.write_text("id,name\n1,ann\n")

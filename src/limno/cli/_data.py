@@ -70,7 +70,7 @@ def _summary(objs: Sequence[DataObject]) -> str:
 
 def _keyless_note(objs: Sequence[DataObject]) -> None:
     """Say so when written records lack the pool key: kept (as the spec wants), but
-    most often the sign of a misnamed column or a CSV read with the wrong delimiter."""
+    most often the sign of a misnamed column or of a file read as the wrong format."""
     keyless = sum(o.keyless for o in objs)
     if keyless:
         click.echo(
