@@ -148,24 +148,27 @@ def _verify(lake: api.Lake, pool: str | None, deep: bool) -> list[object]:
     return faults
 
 
+#: settings of the native libraries that load with pyarrow and numpy, read once when
+#: they load (README: "Memory allocator"):
 #: mimalloc (pyarrow's allocator) purges freed memory with ``MADV_FREE``, not by
-#: decommitting it: the kernel takes the pages back only when it needs them (README:
-#: "Memory allocator")
-ALLOCATOR_DEFAULTS = {"MIMALLOC_PURGE_DECOMMITS": "0"}
+#: decommitting it: the kernel takes the pages back only when it needs them; and
+#: OpenBLAS (numpy's) starts no threads: limno does no linear algebra, and each thread
+#: OpenBLAS starts when numpy loads spins a while first (60-70 ms of CPU per process)
+NATIVE_DEFAULTS = {"MIMALLOC_PURGE_DECOMMITS": "0", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def allocator_defaults() -> None:
-    """Set :data:`ALLOCATOR_DEFAULTS` in this process's environment, where the user has
+def native_defaults() -> None:
+    """Set :data:`NATIVE_DEFAULTS` in this process's environment, where the user has
     not set them.
 
     A compaction or load frees and allocates hundreds of MB a second; decommitted
     pages fault in again (zeroed) on the next allocation, about 15% of a repeated
-    compaction's CPU. mimalloc reads its options when pyarrow's library loads, so this
-    runs before any command imports pyarrow; the process's children (``serve
+    compaction's CPU. The libraries read their options when they load, so this runs
+    before any command imports pyarrow or numpy; the process's children (``serve
     --workers``) inherit it. The library itself leaves a host process's environment
     alone.
     """
-    for name, value in ALLOCATOR_DEFAULTS.items():
+    for name, value in NATIVE_DEFAULTS.items():
         os.environ.setdefault(name, value)
 
 
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     or written. A failed write of the command's own output is worded here. Anything
     else is a bug: it still gets one line (the traceback only with ``LIMNO_DEBUG=1``).
     """
-    allocator_defaults()
+    native_defaults()
     with _whole_writes_to_stdout():
         _run(argv)
 
