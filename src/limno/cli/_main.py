@@ -153,7 +153,7 @@ def _verify(lake: api.Lake, pool: str | None, deep: bool) -> list[object]:
 #: mimalloc (pyarrow's allocator) purges freed memory with ``MADV_FREE``, not by
 #: decommitting it: the kernel takes the pages back only when it needs them; and
 #: OpenBLAS (numpy's) starts no threads: limno does no linear algebra, and each thread
-#: OpenBLAS starts when numpy loads spins a while first (60-70 ms of CPU per process)
+#: OpenBLAS starts when numpy loads spins a while first (a third of a `get`'s CPU)
 NATIVE_DEFAULTS = {"MIMALLOC_PURGE_DECOMMITS": "0", "OPENBLAS_NUM_THREADS": "1"}
 
 
