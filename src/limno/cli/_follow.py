@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -35,7 +35,12 @@ def stop_on_signals(
     The handler never calls ``stop.set()`` itself: it runs in the main thread between
     two bytecodes, possibly while that thread holds the event's own lock (inside
     ``stop.wait``), and would deadlock on it. It writes a byte to a pipe instead (no
-    lock taken), and a thread started here sets the event."""
+    lock taken), and a thread started here sets the event.
+
+    ``interrupt`` may be raised inside a finalizer (a ``__del__``, a generator closed
+    as it is collected: an HTTP stream's), where Python cannot raise it and prints it
+    as an "Exception ignored in" traceback; ``stop`` is set all the same, so such a
+    report of ``interrupt`` is dropped while the handlers are installed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -50,15 +55,23 @@ def stop_on_signals(
         if interrupt is not None:
             raise interrupt
 
+    reported = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        if interrupt is None or not isinstance(info.exc_value, interrupt):
+            reported(info)
+
     thread = threading.Thread(target=relay, name="limno-signals", daemon=True)
     thread.start()
     signals = (signal.SIGTERM, signal.SIGINT)
+    sys.unraisablehook = unraisable
     previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:
         for s, old in previous.items():
             signal.signal(s, old)
+        sys.unraisablehook = reported
         os.write(write_end, b"q")  # ends the relay if no signal came (else a no-op)
         thread.join()
         os.close(read_end)
