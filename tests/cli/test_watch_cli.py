@@ -102,11 +102,12 @@ def test_watch_prints_what_another_process_changes(lake: str, data: str, watcher
     assert ended(proc, signal.SIGTERM) == ""
 
 
+@pytest.mark.parametrize("interval", ["0.05s", "10s"])  # served: keep-alives 1 s / 15 s apart
 def test_watch_on_a_terminal_style_prints_table_lines_and_ctrl_c_ends_it(
-    lake: str, watcher: Any
+    lake: str, watcher: Any, interval: str
 ) -> None:
     ok("--lake", lake, "create", "logs")
-    proc = watcher("-f", "table", "watch", "logs", "--from-start", "--interval", "0.05s")
+    proc = watcher("-f", "table", "watch", "logs", "--from-start", "--interval", interval)
     assert proc.stdout is not None
     first = read_line(proc.stdout).split()
     assert first[2:4] == ["pool.created", "logs"]

@@ -14,13 +14,17 @@ and growing to :data:`_MAX_PAUSE` (about 7 minutes in all), said once on stderr
 (a watcher that seems to hang should say why).
 
 The server sends a keep-alive comment whenever nothing happened for ``heartbeat``
-seconds (asked a bit longer than the caller's ``poll_interval``): each line read is a
-chance to notice ``stop``.
+seconds (asked a bit longer than the caller's ``poll_interval``). A read blocked
+between two lines does not wait for it once ``stop`` is set: a thread shuts the
+stream's socket down (:func:`_cut_on_stop`), so the read ends at once, and the
+caller's Ctrl-C needs no exception raised into it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -30,6 +34,8 @@ from limno import errors
 from limno.errors import LimnoError, StorageError
 
 if TYPE_CHECKING:
+    import httpx
+
     from limno.api.remote_http import Connection
     from limno.pools.events import Event
 
@@ -45,6 +51,9 @@ BUSY_RETRIES = 20
 _BACKOFF = 0.25
 #: the longest pause between two attempts
 _MAX_PAUSE = 30.0
+#: how often the thread that cuts a followed stream on ``stop`` looks whether the
+#: stream ended meanwhile (seconds; ``stop`` itself wakes it at once)
+_CUT_CHECK = 0.25
 _NOW = "now"
 
 
@@ -76,7 +85,10 @@ def events(
         elif last != _NOW:
             headers["Last-Event-ID"] = last
         try:
-            with http.stream("GET", "/v1/events", params, headers=headers) as response:
+            with (
+                http.stream("GET", "/v1/events", params, headers=headers) as response,
+                _cut_on_stop(response, stop, follow),
+            ):
                 for kind, data, id in _messages(response.iter_lines(), stop):
                     failures = 0
                     if id is not None:
@@ -91,6 +103,8 @@ def events(
                     return
                 raise _Dropped
         except (StorageError, _Dropped) as e:
+            if stop.is_set():
+                return  # the stream was cut on purpose
             failures += 1
             busy: float | None = getattr(e, "retry_after", None)
             if failures > (RETRIES if busy is None else BUSY_RETRIES):
@@ -104,6 +118,34 @@ def events(
                 _say_busy(http.url, busy)
             if stop.wait(_pause(failures, busy)):
                 return
+
+
+@contextlib.contextmanager
+def _cut_on_stop(response: httpx.Response, stop: threading.Event, follow: bool) -> Iterator[None]:
+    """While a followed stream is read, ``stop`` set shuts its socket down: the read
+    blocked on it returns at once (end of stream) instead of at the server's next
+    keep-alive (up to 15 s away). The thread does not outlive the stream by more than
+    :data:`_CUT_CHECK`, and is not waited for (the stream's end is not delayed); a
+    socket already closed by then refuses the shutdown, which is ignored."""
+    network = response.extensions.get("network_stream") if follow else None
+    sock = network.get_extra_info("socket") if network is not None else None
+    if not isinstance(sock, socket.socket):
+        yield
+        return
+    ended = threading.Event()
+
+    def cut() -> None:
+        while not ended.is_set():
+            if stop.wait(_CUT_CHECK):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                return
+
+    threading.Thread(target=cut, name="limno-events-cut", daemon=True).start()
+    try:
+        yield
+    finally:
+        ended.set()
 
 
 def _pause(attempt: int, retry_after: float | None) -> float:

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 
@@ -24,23 +24,19 @@ F = TypeVar("F", bound=Callable[..., None])
 
 
 @contextlib.contextmanager
-def stop_on_signals(
-    stop: threading.Event, interrupt: type[BaseException] | None = None
-) -> Iterator[None]:
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
     """SIGTERM and Ctrl-C set ``stop``: the command ends what it is doing the way it
     ends anyway (a commit or a run is never cut) and exits 0 (main thread only: tests
-    call in-process). With ``interrupt``, the signal also raises it in the main thread,
-    to cut a wait short.
+    call in-process). Every wait of a long-running command ends when ``stop`` is set
+    (an event stream read from a server is cut by :mod:`limno.api.remote_events`), so
+    no exception is ever raised into the main thread at an arbitrary bytecode: one
+    that landed in a finalizer (an HTTP stream's generator collected) was printed as
+    an "Exception ignored in" traceback.
 
     The handler never calls ``stop.set()`` itself: it runs in the main thread between
     two bytecodes, possibly while that thread holds the event's own lock (inside
     ``stop.wait``), and would deadlock on it. It writes a byte to a pipe instead (no
-    lock taken), and a thread started here sets the event.
-
-    ``interrupt`` may be raised inside a finalizer (a ``__del__``, a generator closed
-    as it is collected: an HTTP stream's), where Python cannot raise it and prints it
-    as an "Exception ignored in" traceback; ``stop`` is set all the same, so such a
-    report of ``interrupt`` is dropped while the handlers are installed."""
+    lock taken), and a thread started here sets the event."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -52,26 +48,16 @@ def stop_on_signals(
 
     def handler(signum: int, frame: object) -> None:
         os.write(write_end, b"s")
-        if interrupt is not None:
-            raise interrupt
-
-    reported = sys.unraisablehook
-
-    def unraisable(info: Any) -> None:
-        if interrupt is None or not isinstance(info.exc_value, interrupt):
-            reported(info)
 
     thread = threading.Thread(target=relay, name="limno-signals", daemon=True)
     thread.start()
     signals = (signal.SIGTERM, signal.SIGINT)
-    sys.unraisablehook = unraisable
     previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield
     finally:
         for s, old in previous.items():
             signal.signal(s, old)
-        sys.unraisablehook = reported
         os.write(write_end, b"q")  # ends the relay if no signal came (else a no-op)
         thread.join()
         os.close(read_end)

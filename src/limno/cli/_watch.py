@@ -32,13 +32,6 @@ __all__ = ["COMMANDS"]
 _STREAMING = ("table", "ndjson", "json")
 
 
-class _Stopped(Exception):
-    """SIGTERM or SIGINT arrived: stop watching. Raised in the main thread to cut a
-    wait short; ``stop`` set is what makes it certain (the exception can land in a
-    finalizer, a closed stream's generator collected, which swallows it: the event
-    stream then ends at its next line or heartbeat)."""
-
-
 def _line(event: Event, fmt: str) -> str:
     if fmt != "table":
         return to_json(event.to_json())
@@ -94,7 +87,7 @@ def watch(
     seconds = max(interval.total_seconds(), 0.01)
     told = 0
     try:
-        with stop_on_signals(stop, _Stopped):
+        with stop_on_signals(stop):  # every wait below ends when stop is set
             start = None if from_start else (after or "now")
             events = _told(obj.lake(), pool, start, stop, seconds, timer)
             for event in events:
@@ -103,7 +96,7 @@ def watch(
                 told += 1
                 if exit_after is not None and told >= exit_after:
                     break
-    except (KeyboardInterrupt, _Stopped):
+    except KeyboardInterrupt:  # before the handlers were installed
         pass
     finally:
         if timer is not None:
