@@ -42,9 +42,10 @@ producers' aborted messages are not read (``read_committed``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -84,9 +85,8 @@ __all__ = [
     "FromOptions",
     "SyncReport",
     "consumer_config",
-    "create_pool",
-    "drop_if_untouched",
     "kafka_error",
+    "made_pool",
     "partitions_of",
     "sync_from",
 ]
@@ -158,17 +158,26 @@ def kafka_error(bootstrap: str, err: object) -> LimnoError:
     return LimnoError(f"kafka at {bootstrap}: {text}")
 
 
-def create_pool(
-    lake: Lake, name: str, topics: int, log: Callable[[str], None]
-) -> tuple[Pool, bool]:
-    """The pool ``name``, made keyed as the module docstring says when missing; and
-    whether it was made here."""
+@contextlib.contextmanager
+def made_pool(lake: Lake, name: str, topics: int, log: Callable[[str], None]) -> Iterator[Pool]:
+    """The pool ``name`` for a run of the ``with`` block, made keyed as the module
+    docstring says when missing. A pool made here is dropped when the block fails
+    before anything was committed to it (a misspelt topic found late, a bad first
+    batch, a broker gone): a failed sync leaves no empty pool behind. It is kept when
+    anything committed to it (this run's batches before the failure, or another
+    writer's) or it has another branch; a failure to drop it is only logged."""
     try:
-        return lake.pool(name), False
+        pool, made = lake.pool(name), False
     except NotFoundError:
         key = POOL_KEY if topics == 1 else TOPICS_KEY
         log(f"kafka: creating pool {name} (key {key})")
-        return lake.create_pool(name, key), True
+        pool, made = lake.create_pool(name, key), True
+    try:
+        yield pool
+    except BaseException:
+        if made:
+            _drop_if_untouched(lake, pool, log)
+        raise
 
 
 def partitions_of(consumer: Consumer | Producer, topic: str, bootstrap: str) -> list[int]:
@@ -358,28 +367,19 @@ def sync_from(
     try:
         for topic in opts.topics:  # a misspelt topic leaves no new, empty pool behind
             partitions_of(consumer, topic, opts.bootstrap)
-        pool, made = create_pool(lake, opts.pool, len(opts.topics), log)
-        try:
+        with made_pool(lake, opts.pool, len(opts.topics), log) as pool:
             sync = _Sync(pool, consumer, opts, log, shaper)
             if opts.dead_letter is not None:
                 target = (pool, opts.branch)
                 sync.dead = DeadLetters.open(lake, opts.dead_letter, opts.topics, log, target)
             sync.assign_new()
             _run(sync, errors, on_commit, stop or threading.Event())
-        except BaseException:
-            if made:
-                drop_if_untouched(lake, pool, log)
-            raise
         return sync.report
     finally:
         consumer.close()
 
 
-def drop_if_untouched(lake: Lake, pool: Pool, log: Callable[[str], None]) -> None:
-    """The pool this run made, dropped when the run failed before its first commit to
-    it (a bad first batch, a broker gone): a failed sync leaves no empty pool behind.
-    Kept when anything committed to it (this run's batches before the failure, or
-    another writer's) or it has another branch; a failure to drop is only logged."""
+def _drop_if_untouched(lake: Lake, pool: Pool, log: Callable[[str], None]) -> None:
     try:
         if len(pool.branches()) == 1 and len(pool.log(limit=2)) == 1:
             lake.drop_pool(pool.name)

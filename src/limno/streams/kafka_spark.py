@@ -40,8 +40,7 @@ from limno.streams.kafka_from import (
     FromOptions,
     SyncReport,
     consumer_config,
-    create_pool,
-    drop_if_untouched,
+    made_pool,
     partitions_of,
 )
 from limno.streams.kafka_offsets import branch_offsets
@@ -132,14 +131,10 @@ def sync_with_spark(
     if refused:
         raise InvalidInputError(f"kafka from --engine spark cannot honour {', '.join(refused)}")
     location = _spark_location(location)
-    pool, made = create_pool(lake, opts.pool, len(opts.topics), log)
-    try:
+    # a misspelt topic, a bad --value-schema, a query failed at once: no pool left
+    with made_pool(lake, opts.pool, len(opts.topics), log) as pool:
         return _run_query(pool, location, opts, checkpoint, value_schema, max_batch_rows,
                           log, on_commit, stop)  # fmt: skip
-    except BaseException:
-        if made:  # a misspelt topic, a bad --value-schema, a query failed at once
-            drop_if_untouched(lake, pool, log)
-        raise
 
 
 def _run_query(
