@@ -46,6 +46,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.types as pt
 
+from limno.data import csv_dialect
 from limno.data.binary_readers import (
     read_arrow,
     read_avro,
@@ -353,9 +354,16 @@ _CONVERT = pcsv.ConvertOptions(
 )
 
 
+def _read_csv(src: Input, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """CSV separated by a comma, or by a semicolon or a bar where the head shows it
+    (:mod:`.csv_dialect`)."""
+    found = csv_dialect.delimiter(src.head, len(src.head) < _HEAD)
+    return _read_delimited(src, batch_rows, found)
+
+
 def _read_delimited(src: Input, batch_rows: int, delimiter: str) -> Iterator[pa.RecordBatch]:
     # TSV has no quoting (IANA text/tab-separated-values): a '"' there is just a character.
-    quote = '"' if delimiter == "," else None
+    quote = None if delimiter == "\t" else '"'
     parse = pcsv.ParseOptions(
         delimiter=delimiter, quote_char=quote or False, newlines_in_values=quote is not None
     )
@@ -455,7 +463,7 @@ def _record_line(block: bytes, number: int, quote: str | None) -> int:
 _READERS: dict[str, Callable[[Input, int], Iterator[pa.RecordBatch]]] = {
     "ndjson": _read_ndjson,
     "json": _read_json,
-    "csv": lambda src, n: _read_delimited(src, n, ","),
+    "csv": _read_csv,
     "tsv": lambda src, n: _read_delimited(src, n, "\t"),
     "parquet": lambda src, n: read_columnar(src, n, "Parquet"),
     "arrow": read_arrow,

@@ -161,7 +161,11 @@ def _csv_rows(data: bytes, cut: bool) -> Any:
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    return pcsv.read_csv(pa.BufferReader(_whole_lines(data, cut))).slice(0, PREVIEW_ROWS)
+    from limno.data import csv_dialect
+
+    text = _whole_lines(data, cut)
+    parse = pcsv.ParseOptions(delimiter=csv_dialect.delimiter(text, True))
+    return pcsv.read_csv(pa.BufferReader(text), parse_options=parse).slice(0, PREVIEW_ROWS)
 
 
 def _ndjson_rows(data: bytes, cut: bool) -> Any:
