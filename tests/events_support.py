@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,9 +22,11 @@ from typing import Any
 
 import httpx
 
+from limno.api.remote import RemoteLake
+from limno.pools.events import Event
 from server_support import Served
 
-__all__ = ["BOUND", "Message", "Stream", "connect", "limno"]
+__all__ = ["BOUND", "Message", "Stream", "connect", "limno", "watching"]
 
 #: every wait of these tests is bounded by this (seconds)
 BOUND = 30.0
@@ -133,3 +137,28 @@ def limno(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Comple
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def watching(
+    url: str,
+    stop: threading.Event,
+    poll_interval: float,
+    pool: str | None = None,
+    after: str | None = "now",
+) -> tuple[threading.Thread, queue.Queue[Event | BaseException]]:
+    """A thread telling the events (of ``pool``, or all; ``after``: new ones, or those
+    after an id, or all with None) through a client of ``url`` (credentials from the
+    environment) into the queue until ``stop``, and the error that ended it if one did."""
+    got: queue.Queue[Event | BaseException] = queue.Queue()
+
+    def watch() -> None:
+        try:
+            with RemoteLake(url) as remote:
+                for event in remote.events(pool, after, stop=stop, poll_interval=poll_interval):
+                    got.put(event)
+        except BaseException as e:
+            got.put(e)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, got

@@ -11,11 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from events_support import BOUND, Stream, connect, limno
+from events_support import BOUND, Stream, connect, limno, watching
 from limno import Lake
 from limno.api.local import LocalLake
 from limno.api.local_auth import LocalAuth
-from limno.api.remote import RemoteLake
 from limno.pools.events import Event
 from server_support import Served, served_user, start_server
 
@@ -179,7 +178,7 @@ def test_client_resumes_across_a_server_restart(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         for k, v in first.env.items():  # the client's credentials come from the environment
             mp.setenv(k, v)
-        thread, got = _watching(first.url, stop, 0.1)
+        thread, got = watching(first.url, stop, 0.1, "logs")
         try:
             _load_by_cli(lake, "logs", tmp_path, "before")
             assert [_take(got).type for _ in range(2)] == ["commit", "branch.moved"]
@@ -200,42 +199,22 @@ def test_client_resumes_across_a_server_restart(tmp_path: Path) -> None:
 
 
 def test_stop_cuts_a_followed_stream_between_keep_alives(
-    events_server: Served, events_lake: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    events_server: Served, events_lake: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``stop`` ends a read blocked between two lines at once (Ctrl-C of ``limno
     watch``), not at the server's next keep-alive, 15 s away for a 10 s poll."""
     for k, v in events_server.env.items():
         monkeypatch.setenv(k, v)
+    told = len(list(Lake.open(events_lake).events("logs", None, follow=False)))
     stop = threading.Event()
-    thread, got = _watching(events_server.url, stop, 10)
-    try:
-        _load_by_cli(events_lake, "logs", tmp_path, "told")
-        assert [_take(got).type for _ in range(2)] == ["commit", "branch.moved"]
+    thread, got = watching(events_server.url, stop, 10, "logs", after=None)
+    try:  # the pool's events so far: then the reader waits on the stream for more
+        assert len([_take(got) for _ in range(told)]) == told
     finally:
-        stop.set()  # the reader is blocked on the stream again: nothing else comes
+        stop.set()
     thread.join(10)  # the next keep-alive is 15 s after the last event
     assert not thread.is_alive()
     assert got.empty()  # ended quietly: no error, nothing more told
-
-
-def _watching(
-    url: str, stop: threading.Event, poll_interval: float
-) -> tuple[threading.Thread, queue.Queue[Event | BaseException]]:
-    """A thread telling the new events of pool ``logs`` through a client of ``url``
-    (credentials from the environment) into the queue, until ``stop``; its error too."""
-    got: queue.Queue[Event | BaseException] = queue.Queue()
-
-    def watch() -> None:
-        try:
-            with RemoteLake(url) as remote:
-                for event in remote.events("logs", "now", stop=stop, poll_interval=poll_interval):
-                    got.put(event)
-        except BaseException as e:
-            got.put(e)
-
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread, got
 
 
 def _take(got: queue.Queue[Event | BaseException]) -> Event:

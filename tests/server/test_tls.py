@@ -7,13 +7,16 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from events_support import watching
 from limno import Lake
+from limno.api.remote import RemoteLake
 from server_support import Served, start_server
 from tls_support import self_signed
 
@@ -68,6 +71,28 @@ def test_the_cli_trusts_limno_ca_bundle(tls: tuple[Served, str]) -> None:
     assert untrusted.stderr.startswith("error: cannot reach limno server")
     assert "certificate" in untrusted.stderr.lower()
     assert len(untrusted.stderr.splitlines()) == 1
+
+
+def test_stop_cuts_a_followed_event_stream_over_tls(
+    tls: tuple[Served, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C of ``limno watch`` on an HTTPS server: the TLS socket shut down under a
+    blocked read ends it at once and quietly, as on plain HTTP."""
+    served, cert = tls
+    for k, v in {**served.env, "LIMNO_CA_BUNDLE": cert}.items():
+        monkeypatch.setenv(k, v)
+    with RemoteLake(served.url) as remote:
+        remote.create_pool("watched", key="ts")
+    stop = threading.Event()
+    thread, got = watching(served.url, stop, 10, "watched", after=None)  # keep-alives 15 s apart
+    try:  # the pool's two events so far: then the reader waits on the stream for more
+        events = [got.get(timeout=BOUND) for _ in range(2)]
+        assert [getattr(e, "type", e) for e in events] == ["pool.created", "branch.created"]
+    finally:
+        stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert got.empty()
 
 
 def test_plain_http_to_the_tls_port_fails(tls: tuple[Served, str]) -> None:
