@@ -178,8 +178,9 @@ def test_client_resumes_across_a_server_restart(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         for k, v in first.env.items():  # the client's credentials come from the environment
             mp.setenv(k, v)
-        thread, got = watching(first.url, stop, 0.1, "logs")
-        try:
+        thread, got = watching(first.url, stop, 0.1, "logs", after=None)
+        try:  # from the start: nothing made before the stream opened is missed
+            assert [_take(got).type for _ in range(2)] == ["pool.created", "branch.created"]
             _load_by_cli(lake, "logs", tmp_path, "before")
             assert [_take(got).type for _ in range(2)] == ["commit", "branch.moved"]
             assert first.stop() == 0
